@@ -1,0 +1,287 @@
+"""The Typer app, built from the registry: one command per tool, its options read from the
+fields of the tool's request type. The command parses, runs the tool, prints the envelope."""
+
+import dataclasses
+import inspect
+import os
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import typer
+
+from swarmctl import __version__, registry
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import MAX_INT, Tool, cli_of, long_flag
+
+GROUP_HELP = {
+    "op": "The op log: list, show and undo operations.",
+    "ref": "Refs: set, delete, list and show.",
+    "changeset": "Changesets: create and show.",
+    "tx": "Transactions: stage ref moves, then commit or roll back.",
+    "workflow": "Workflows: run multi-step workflows and roll them back.",
+}
+
+HELP = """The safe undo button for a swarmops store.
+
+Every command prints one JSON envelope on stdout (`-o table` for people) and exits with the
+code of its error (0 on success). Mutations need an identity: --as kind/name or SWARMCTL_AS.
+"""
+
+
+class Globals:
+    """The global options, as the command functions find them on the Typer context."""
+
+    def __init__(self, repo: str | None = None, actor: str | None = None, output: str = "json", color: str = "auto"):
+        self.repo = repo
+        self.actor = actor
+        self.output = output
+        self.color = color
+
+
+# The global options that take a value, for finding the command word in argv before Typer
+# parses it (see `tools_for`). A test holds this to the options `_global_options` declares.
+GLOBAL_VALUE_OPTIONS = frozenset({"--repo", "-R", "--as", "--output", "-o", "--color"})
+
+
+def tools_for(args: list[str]) -> list[Tool] | None:
+    """The tools a command line needs built: the one it names, else its area's, else all (None).
+
+    Building every command means importing every tool area; a command needs only its own.
+    """
+    words = iter(args)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word == "--version":
+            return []
+        if word in GLOBAL_VALUE_OPTIONS:
+            next(words, None)
+            continue
+        if word.startswith("-"):
+            continue
+        if word not in registry.AREAS:
+            return None
+        area = registry.area(word)
+        following = next(words, None)
+        named = [t for t in area if t.cli == (word,) or t.cli == (word, following)]
+        return named or area
+    return None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"swarmctl {__version__}")
+        raise typer.Exit()
+
+
+def _global_options(
+    ctx: typer.Context,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            "--repo",
+            "-R",
+            envvar="SWARMCTL_REPO",
+            metavar="PATH",
+            help="The store. Default: SWARMCTL_REPO, else the nearest enclosing store of the current directory.",
+            show_envvar=False,
+        ),
+    ] = None,
+    actor: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            envvar="SWARMCTL_AS",
+            metavar="ACTOR",
+            help="Who is acting, as kind/name (agent/worker-17, human/alice, ci/release). Default: SWARMCTL_AS.",
+            show_envvar=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Literal["json", "table"],
+        typer.Option(
+            "--output",
+            "-o",
+            envvar="SWARMCTL_OUTPUT",
+            help="json: the envelope (default). table: the same result rendered for people.",
+            show_envvar=False,
+        ),
+    ] = "json",
+    color: Annotated[
+        Literal["auto", "always", "never"],
+        typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set), always, never."),
+    ] = "auto",
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    ctx.obj = Globals(repo=repo or None, actor=actor or None, output=output, color=color)
+
+
+# --- types: from a request field's annotation to what Typer parses ---------------------------
+
+
+def _parse_op_spec(text: str) -> int | str:
+    """An op as typed: a number from 1 up, or @."""
+    text = text.strip()
+    if text == "@":
+        return "@"
+    if not text.isdigit():
+        raise typer.BadParameter(f"{text!r} is not an op number (a whole number from 1) or @")
+    value = int(text)
+    if not 1 <= value <= MAX_INT:
+        raise typer.BadParameter(f"{text} is out of range: op numbers run from 1 to {MAX_INT}")
+    return value
+
+
+def _is_optional(annotation: Any) -> tuple[Any, bool]:
+    args = get_args(annotation)
+    if get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType")) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True
+    return annotation, False
+
+
+def _is_op_spec(annotation: Any) -> bool:
+    return any(get_origin(a) is Literal and get_args(a) == ("@",) for a in get_args(annotation))
+
+
+def _completer(source: str) -> typing.Callable[..., Any]:
+    """A completion callback that imports the completion code only when the shell asks."""
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+        from swarmctl.cli import complete
+
+        return complete.SOURCES[source](ctx, incomplete)
+
+    return complete
+
+
+def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
+    cli = cli_of(f)
+    meta = f.metadata
+    base, _optional = _is_optional(annotation)
+    if get_origin(base) is Annotated:
+        base = get_args(base)[0]
+    options: dict[str, Any] = {"help": meta.get("description"), "show_default": False}
+    if cli.metavar:
+        options["metavar"] = cli.metavar
+    if cli.hidden:
+        options["hidden"] = True
+    if cli.complete:
+        options["autocompletion"] = _completer(cli.complete)
+    if _is_op_spec(base):
+        py_type: Any = str
+        options["parser"] = _parse_op_spec
+    elif cli.parse in ("kv", "file") or get_origin(base) is list:
+        py_type = list[str]
+    elif base is int:
+        py_type = int
+        options["min"] = meta.get("ge")
+        options["max"] = meta.get("le", MAX_INT)
+    else:
+        py_type = base
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        default = None if py_type == list[str] else f.default_factory()  # type: ignore[misc]
+    else:
+        default = inspect.Parameter.empty
+    if cli.positional:
+        info = typer.Argument(**options)
+    else:
+        flags = [long_flag(f), *[flag for flag in cli.flags if not flag.startswith("--")]]
+        info = typer.Option(*flags, **options)
+    if default is None:
+        py_type = py_type | None
+    return inspect.Parameter(
+        f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[py_type, info]
+    )
+
+
+def _request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
+    """What was typed, as the tool's request: the CLI's own forms (K=V, file paths) converted."""
+    for f in tool.fields():
+        cli = cli_of(f)
+        value = values.get(f.name)
+        if cli.parse == "kv":
+            values[f.name] = _parse_kv(long_flag(f), value or [])
+        elif cli.parse == "file":
+            values[f.name] = _read_files(long_flag(f), value or [])
+        elif value is None and f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            values[f.name] = f.default_factory()  # type: ignore[misc]
+    return tool.request(**values)
+
+
+def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SwarmError("E_INVALID_ARG", f"{flag} {item!r}: expected KEY=VALUE", details={"value": item})
+        if key in parsed:
+            raise SwarmError("E_INVALID_ARG", f"{flag}: {key!r} is given twice", details={"fields": [key]})
+        parsed[key] = value
+    return parsed
+
+
+def _read_files(flag: str, paths: list[str]) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for path in paths:
+        try:
+            files[Path(path).as_posix()] = Path(path).read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise SwarmError("E_INVALID_ARG", f"{flag} {path}: not UTF-8 text", details={"path": path}) from None
+        except OSError as exc:
+            raise SwarmError(
+                "E_INVALID_ARG", f"{flag} {path}: {exc.strerror}", details={"path": path}
+            ) from None
+    return files
+
+
+def _command(tool: Tool) -> typing.Callable[..., None]:
+    hints = typing.get_type_hints(tool.request, include_extras=True)
+    params = [inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
+    params += [_param(f, hints[f.name]) for f in tool.fields()]
+
+    def command(cli_ctx: typer.Context, **values: Any) -> None:
+        from swarmctl.cli import invoke
+
+        invoke(tool, cli_ctx.obj, lambda: _request_from_cli(tool, values))
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__name__ = tool.name
+    command.__doc__ = tool.description
+    return command
+
+
+def build(tools: list[Tool] | None = None) -> typer.Typer:
+    app = typer.Typer(
+        name="swarmctl",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+    app.callback()(_global_options)
+    groups: dict[str, typer.Typer] = {}
+    for tool in tools if tools is not None else registry.tools():
+        parent = app
+        for part in tool.cli[:-1]:
+            if part not in groups:
+                groups[part] = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help=GROUP_HELP.get(part))
+                parent.add_typer(groups[part], name=part)
+            parent = groups[part]
+        parent.command(name=tool.cli[-1], help=tool.description, short_help=tool.summary)(_command(tool))
+    return app
+
+
+def wants_color(color: str) -> bool:
+    if color == "never":
+        return False
+    if color == "always":
+        return True
+    return not os.environ.get("NO_COLOR")

@@ -1,0 +1,83 @@
+"""Shell completion values read from the store: op numbers with descriptions, ref names,
+changeset ids. Any failure completes nothing rather than printing an error into the shell."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import typer
+
+
+def _store(ctx: typer.Context):
+    from swarmctl.context import Context
+
+    root = ctx.find_root()
+    repo = root.params.get("repo") if root is not None else None
+    return Context(repo=repo).store()
+
+
+def _safely(source: Callable[[typer.Context, str], Iterator[tuple[str, str]]]):
+    def complete(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+        try:
+            return list(source(ctx, incomplete))
+        except Exception:
+            return []
+
+    return complete
+
+
+def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import queries
+
+    store = _store(ctx)
+    with store.read() as conn:
+        rows = conn.execute("SELECT op, actor, description FROM ops ORDER BY op DESC LIMIT 50").fetchall()
+    for op, actor, description in rows:
+        if str(op).startswith(incomplete):
+            yield str(op), f"{actor}: {description}"
+    if "@".startswith(incomplete):
+        yield "@", "the newest op by you (--as)"
+
+
+def _refs(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import queries
+
+    store = _store(ctx)
+    with store.read() as conn:
+        for ref in queries.list_refs(conn, incomplete or None):
+            yield ref["name"], ref["target"][:12]
+
+
+def _changesets(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    store = _store(ctx)
+    with store.read() as conn:
+        rows = conn.execute(
+            "SELECT id, message FROM changesets WHERE id >= ? AND id < ? ORDER BY at DESC LIMIT 50",
+            (incomplete, incomplete + "g"),
+        ).fetchall()
+    for cid, message in rows:
+        yield cid[:12], message.splitlines()[0] if message else ""
+    yield from _refs(ctx, incomplete)
+
+
+def _schema_types(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl import registry
+
+    for name in sorted(registry.types()):
+        if name.startswith(incomplete):
+            yield name, ""
+
+
+def _none(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    return iter(())
+
+
+SOURCES: dict[str, Any] = {
+    "ops": _safely(_ops),
+    "my_ops": _safely(_ops),
+    "refs": _safely(_refs),
+    "changesets": _safely(_changesets),
+    "schema_types": _safely(_schema_types),
+    "workflows": _safely(_none),
+    "steps": _safely(_none),
+}

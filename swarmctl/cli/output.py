@@ -1,0 +1,56 @@
+"""Printing an envelope: compact JSON to a pipe, indented (and coloured) JSON to a terminal,
+or Rich tables with `-o table`. Nothing else is ever printed on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from swarmctl.envelope import dumps
+
+
+def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
+    from swarmctl.cli.app import wants_color
+
+    color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
+    if globals_.output == "table":
+        from swarmctl.cli import tables
+
+        _write(tables.render(envelope, color=color))
+    elif sys.stdout.isatty() or globals_.color == "always":
+        if color:
+            _write(_highlighted(envelope))
+        else:
+            _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
+    else:
+        _write(dumps(envelope) + "\n")
+
+
+def _highlighted(envelope: dict[str, Any]) -> str:
+    from rich.console import Console
+
+    console = Console(force_terminal=True, color_system="standard", width=120, record=False, file=_Sink())
+    with console.capture() as capture:
+        console.print_json(data=envelope, indent=2, ensure_ascii=False)
+    return capture.get()
+
+
+class _Sink:
+    def write(self, _text: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def _write(text: str) -> None:
+    """Write to stdout; a closed pipe (`| head -1`) ends quietly."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would complain again at exit when flushing stdout: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,145 @@
+"""The envelope: the one JSON object every command prints and every MCP tool returns.
+
+This module is the single place where error codes, their exit codes and the envelope's
+shape are decided. It imports nothing slow: every command goes through it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+API_VERSION = 1
+
+
+class ErrorCode(NamedTuple):
+    code: str
+    exit: int
+    when: str
+
+
+# code -> exit status. Scripts branch on these; never renumber one.
+ERROR_CODES: dict[str, ErrorCode] = {
+    c.code: c
+    for c in [
+        ErrorCode(
+            "E_INVALID_ARG",
+            2,
+            "arguments that do not fit the request type, a field named twice, "
+            "a value out of range, bad usage",
+        ),
+        ErrorCode("E_CAS_MISMATCH", 3, "a ref is not what the operation expected; nothing was written"),
+        ErrorCode("E_NOT_FOUND", 4, "no such op, ref, changeset, transaction or workflow"),
+        ErrorCode("E_NOT_A_REPO", 5, "no store at the given or discovered path"),
+        ErrorCode("E_IDENTITY_REQUIRED", 6, "a mutation without `--as` / `SWARMCTL_AS`"),
+        ErrorCode("E_FORBIDDEN", 6, "the actor may not do this (store policy)"),
+        ErrorCode(
+            "E_REFUSED",
+            7,
+            "refused by a safety rule: rollback blockers, unacknowledged unknown effects, a stale preview",
+        ),
+        ErrorCode(
+            "E_STATE",
+            7,
+            "not allowed in the current state (no open transaction, a transaction already open, ...)",
+        ),
+        ErrorCode("E_NOTHING_TO_UNDO", 7, "the operation moved no ref"),
+        ErrorCode("E_BUSY", 8, "the store stayed locked past the timeout; safe to retry"),
+        ErrorCode("E_STORE_CORRUPT", 9, "the store fails its own checks; nothing was written"),
+        ErrorCode(
+            "E_STORE_VERSION",
+            9,
+            "the store was written by a newer swarmctl (a newer store format); nothing was written",
+        ),
+        ErrorCode("E_INTERNAL", 70, "a bug; the message says so and carries a correlation id"),
+    ]
+}
+
+
+def exit_code(code: str) -> int:
+    return ERROR_CODES[code].exit
+
+
+class SwarmError(Exception):
+    """A failure a caller can act on: a stable code, a message, and what to do next."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        hint: str | None = None,
+        next: dict[str, Any] | None = None,
+    ) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown error code {code}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+        self.hint = hint
+        self.next = next
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": self.details,
+            "hint": self.hint,
+            "next": self.next,
+        }
+
+
+def internal_error(exc: BaseException) -> SwarmError:
+    """Wrap an unexpected exception: say it is a bug, with an id to find it by."""
+    import uuid
+
+    correlation_id = uuid.uuid4().hex[:12]
+    return SwarmError(
+        "E_INTERNAL",
+        f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc} [correlation id {correlation_id}]",
+        details={"correlation_id": correlation_id, "exception": type(exc).__name__},
+        hint="Please report this with the correlation id and the command you ran.",
+    )
+
+
+class Meta:
+    """The envelope's `meta`: where, how long, what was resolved, how the actor was established."""
+
+    def __init__(
+        self,
+        repo: str | None = None,
+        elapsed_ms: int = 0,
+        resolved: dict[str, Any] | None = None,
+        auth: str = "none",
+    ) -> None:
+        self.repo = repo
+        self.elapsed_ms = elapsed_ms
+        self.resolved = resolved if resolved is not None else {}
+        self.auth = auth
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo": self.repo,
+            "elapsed_ms": self.elapsed_ms,
+            "resolved": self.resolved,
+            "auth": self.auth,
+        }
+
+
+def success(op: str | None, result: Any, meta: Meta) -> dict[str, Any]:
+    return {"ok": True, "op": op, "api": API_VERSION, "result": result, "meta": meta.to_dict()}
+
+
+def failure(op: str | None, error: SwarmError, meta: Meta) -> dict[str, Any]:
+    return {"ok": False, "op": op, "api": API_VERSION, "error": error.to_dict(), "meta": meta.to_dict()}
+
+
+def dumps(envelope: dict[str, Any]) -> str:
+    """The compact form: one line, no spaces, keys in the order built. The wire format."""
+    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+
+
+def exit_status(envelope: dict[str, Any]) -> int:
+    return 0 if envelope["ok"] else exit_code(envelope["error"]["code"])

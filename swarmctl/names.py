@@ -1,0 +1,112 @@
+"""The rules for names a user types: refs, actors, changeset id prefixes, times. One place each."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from swarmctl.envelope import SwarmError
+
+# --- refs: git's check-ref-format rules, plus a length bound -------------------------------
+
+REF_NAME_MAX = 255
+_REF_FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def ref_name_problem(name: str) -> str | None:
+    """Why git would reject `name` as a ref name, or None when it is fine."""
+    if not name:
+        return "it is empty"
+    if len(name) > REF_NAME_MAX:
+        return f"it is longer than {REF_NAME_MAX} characters"
+    if name == "@":
+        return "'@' alone is reserved"
+    if m := _REF_FORBIDDEN_CHARS.search(name):
+        return f"it contains the character {m.group()!r}"
+    if ".." in name:
+        return "it contains '..'"
+    if "@{" in name:
+        return "it contains '@{'"
+    if name.startswith("/") or name.endswith("/"):
+        return "it begins or ends with '/'"
+    if "//" in name:
+        return "it contains '//'"
+    if name.endswith("."):
+        return "it ends with '.'"
+    for component in name.split("/"):
+        if component.startswith("."):
+            return f"the component {component!r} begins with '.'"
+        if component.endswith(".lock"):
+            return f"the component {component!r} ends with '.lock'"
+    return None
+
+
+def check_ref_name(name: str) -> str:
+    if problem := ref_name_problem(name):
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"invalid ref name {name!r}: {problem}",
+            details={"name": name, "problem": problem},
+            hint="Ref names follow git's rules, e.g. 'main' or 'release/v1'.",
+        )
+    return name
+
+
+# --- actors: kind/name ---------------------------------------------------------------------
+
+ACTOR_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}/[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+
+
+def check_actor(actor: str) -> str:
+    if not ACTOR_RE.match(actor):
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"invalid actor {actor!r}: expected kind/name",
+            details={"actor": actor},
+            hint="Name the actor as kind/name, e.g. agent/worker-17, human/alice or ci/release.",
+        )
+    return actor
+
+
+# --- changeset ids -------------------------------------------------------------------------
+
+ID_HEX_LEN = 64
+SHORT_ID_LEN = 12
+MIN_PREFIX_LEN = 4
+_HEX_RE = re.compile(r"^[0-9a-f]+$")
+
+
+def is_hex(text: str) -> bool:
+    return bool(_HEX_RE.match(text))
+
+
+def short_id(changeset_id: str | None) -> str:
+    return changeset_id[:SHORT_ID_LEN] if changeset_id else "(none)"
+
+
+# --- times: RFC 3339 UTC with milliseconds ------------------------------------------------
+
+
+def format_time(moment: datetime) -> str:
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def now() -> str:
+    return format_time(datetime.now(timezone.utc))
+
+
+def parse_time(text: str, *, field: str) -> str:
+    """An RFC 3339 time (or a plain date) in the store's own format, for comparisons."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
+    except ValueError:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{field}: {text!r} is not an RFC 3339 time",
+            details={"field": field, "value": text},
+            hint="Give a time such as 2026-11-30T03:20:56Z or a date such as 2026-11-30.",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return format_time(moment)

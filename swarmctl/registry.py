@@ -1,0 +1,70 @@
+"""The list of tools: what the CLI, the MCP server, `swarmctl schema` and the generators read.
+
+Each tool is defined once, in its area's module under `tools/` (its `TOOLS` list). AREAS says
+which module defines the commands under each first word of the command line, in the order
+they are listed; a command imports only its own area, so `swarmctl op log` does not pay for
+building the types of workflows and transactions. A new tool is one new entry in its module's
+`TOOLS` (and, for a new area, one line here); both doors, its schema, its man page and its
+completion follow from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+from swarmctl.spec import Tool
+
+AREAS: dict[str, str] = {
+    "init": "swarmctl.tools.store",
+    "demo": "swarmctl.tools.store",
+    "changeset": "swarmctl.tools.changeset",
+    "ref": "swarmctl.tools.ref",
+    "op": "swarmctl.tools.op",
+    "schema": "swarmctl.tools.schema",
+}
+
+
+def area(word: str) -> list[Tool]:
+    """The tools whose command starts with `word` (importing only their module)."""
+    module = importlib.import_module(AREAS[word])
+    return [t for t in module.TOOLS if t.cli[0] == word]
+
+
+@lru_cache(maxsize=None)
+def tools() -> tuple[Tool, ...]:
+    found: list[Tool] = []
+    for word in AREAS:
+        found += area(word)
+    names = [t.name for t in found]
+    commands = [t.cli for t in found]
+    assert len(set(names)) == len(names), "two tools share a name"
+    assert len(set(commands)) == len(commands), "two tools share a command"
+    return tuple(found)
+
+
+def by_name() -> dict[str, Tool]:
+    return {t.name: t for t in tools()}
+
+
+def get(name: str) -> Tool:
+    return by_name()[name]
+
+
+def by_command(path: tuple[str, ...]) -> Tool | None:
+    if not path or path[0] not in AREAS:
+        return None
+    return next((t for t in area(path[0]) if t.cli == path), None)
+
+
+def mcp_tools() -> list[Tool]:
+    return [t for t in tools() if t.mcp]
+
+
+def types() -> dict[str, type]:
+    """Every request and result type by name, for `swarmctl schema`."""
+    found: dict[str, type] = {}
+    for t in tools():
+        found.setdefault(t.request.__name__, t.request)
+        found.setdefault(t.result.__name__, t.result)
+    return found

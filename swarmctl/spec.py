@@ -1,0 +1,182 @@
+"""How a tool is declared: its entry in the registry and the fields of its request.
+
+Request and result types are standard-library dataclasses. pydantic validates them at the JSON
+doors (MCP, `swarmctl call`) and derives their JSON Schema (`swarmctl schema`, `tools/list`,
+the reference pages); the CLI reads the very same fields to build its options. Keeping them
+plain dataclasses means a read such as `swarmctl op log` never pays for importing pydantic,
+which costs more than the rest of the command together.
+
+`arg()` declares one request field: `description`, `min_length`, `max_length` and `examples`
+are pydantic `Field` arguments (pydantic reads them from the dataclass field's metadata); `cli`
+says how the field appears on the command line. Integer bounds are a `Range` in the field's
+annotation, read by pydantic at the JSON doors and by Typer at the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Literal, NamedTuple
+
+# SQLite integers are signed 64-bit: the largest op number or count we can be asked about.
+MAX_INT = 2**63 - 1
+
+
+class Range:
+    """Integer bounds, as `Annotated[int, Range(1, 100)]`.
+
+    pydantic reads it through its `__get_pydantic_core_schema__` protocol (validation and the
+    JSON Schema's minimum/maximum); the CLI gives Typer the same bounds. It is ours rather
+    than annotated_types' so a command that never meets pydantic does not import either.
+    """
+
+    __slots__ = ("ge", "le")
+
+    def __init__(self, ge: int, le: int = MAX_INT) -> None:
+        self.ge = ge
+        self.le = le
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.int_schema(ge=self.ge, le=self.le, strict=True)
+
+    def __repr__(self) -> str:
+        return f"Range({self.ge}, {self.le})"
+
+Complete = Literal["ops", "my_ops", "refs", "changesets", "workflows", "steps", "schema_types"]
+
+
+# The records below are NamedTuples rather than dataclasses: every command defines them, and a
+# NamedTuple costs a sixth of a frozen dataclass to define.
+
+
+class Cli(NamedTuple):
+    """How a request field appears on the command line."""
+
+    positional: bool = False
+    flags: tuple[str, ...] = ()  # e.g. ("-n", "--limit"); default: --field-name
+    metavar: str | None = None
+    complete: Complete | None = None  # what the shell completes for it
+    # How the CLI turns what was typed into the request value:
+    #   "kv": repeated K=V into a dict; "file": repeated PATH into {path: text}.
+    parse: Literal["kv", "file"] | None = None
+    hidden: bool = False
+
+
+def request_type(cls: type) -> type:
+    """Declare a request type: immutable, keyword-only fields declared with `arg()`."""
+    return dataclasses.dataclass(frozen=True, kw_only=True, eq=False)(cls)
+
+
+def result_type(cls: type) -> type:
+    """Declare a result type: its fields, in order, are the result's keys in the envelope."""
+    return dataclasses.dataclass(eq=False)(cls)
+
+
+def arg(
+    default: Any = dataclasses.MISSING,
+    *,
+    description: str,
+    cli: Cli | None = None,
+    default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
+    **constraints: Any,
+) -> Any:
+    """A request field: its description and constraints (pydantic `Field` names) and its CLI form.
+
+    Values are checked strictly at the JSON doors: "6" is not a number, 1 is not true.
+    """
+    metadata = {"description": description, "cli": cli or Cli(), "strict": True, **constraints}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def cli_of(f: dataclasses.Field) -> Cli:
+    return f.metadata.get("cli") or Cli()
+
+
+class Annotations(NamedTuple):
+    """MCP tool annotations: hints for a client deciding whether to ask before calling."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool = False
+
+    def to_mcp(self) -> dict[str, bool]:
+        return {
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+            "readOnlyHint": self.read_only,
+        }
+
+
+READ = Annotations(read_only=True, destructive=False, idempotent=True)
+
+
+class Tool(NamedTuple):
+    """One tool, defined once: the CLI command, the MCP tool, its schema and its docs follow."""
+
+    name: str  # the MCP tool name, which is also the envelope's `op`
+    cli: tuple[str, ...]  # the command path under `swarmctl`, e.g. ("op", "undo")
+    title: str
+    summary: str  # one line: CLI help listing and the MCP title's companion
+    request: type
+    result: type
+    run: Callable[..., Any]  # run(ctx, request) -> result; its docstring is the description
+    annotations: Annotations
+    mutates: bool  # needs an identity and a writable store
+    needs_store: bool = True
+    mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
+    since: str = "0.1.0"
+
+    @property
+    def description(self) -> str:
+        import inspect
+
+        return inspect.cleandoc(self.run.__doc__ or self.summary)
+
+    @property
+    def command(self) -> str:
+        return "swarmctl " + " ".join(self.cli)
+
+    def fields(self) -> tuple[dataclasses.Field, ...]:
+        return dataclasses.fields(self.request)
+
+    def call(self, **arguments: Any) -> dict[str, Any]:
+        """This tool called with `arguments`, as an envelope's `error.next`: for MCP and the shell."""
+        return {"tool": self.name, "arguments": arguments, "argv": self.argv(**arguments)}
+
+    def argv(self, **arguments: Any) -> list[str]:
+        positional, options = [], []
+        for f in self.fields():
+            if f.name not in arguments:
+                continue
+            value, cli = arguments[f.name], cli_of(f)
+            if cli.positional:
+                positional.append(str(value))
+                continue
+            flag = long_flag(f)
+            if isinstance(value, bool):
+                options += [flag] if value else []
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    options += [flag, str(item)]
+            elif value is not None:
+                options += [flag, str(value)]
+        return ["swarmctl", *self.cli, *positional, *options]
+
+
+def long_flag(f: dataclasses.Field) -> str:
+    flags = [flag for flag in cli_of(f).flags if flag.startswith("--")]
+    return flags[0] if flags else "--" + f.name.replace("_", "-")
+
+
+def plain(value: Any) -> Any:
+    """A result as JSON values: dataclasses become objects with their fields in declared order."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,316 @@
+"""Opening a store, and the one transaction helper every change goes through."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, NamedTuple, Sequence
+
+from swarmctl import names
+from swarmctl.envelope import SwarmError
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
+
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+
+def lock_timeout() -> float:
+    raw = os.environ.get("SWARMCTL_LOCK_TIMEOUT")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"SWARMCTL_LOCK_TIMEOUT={raw!r} is not a number of seconds",
+            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
+        ) from None
+    if not 0 <= value <= 3600:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "SWARMCTL_LOCK_TIMEOUT must be between 0 and 3600 seconds",
+            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
+        )
+    return value
+
+
+def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
+    """What an SQLite failure means to the caller, as a typed error."""
+    text = str(exc)
+    lowered = text.lower()
+    where = {"repo": str(path)} if path else {}
+    if "locked" in lowered or "busy" in lowered:
+        return SwarmError(
+            "E_BUSY",
+            f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
+            details=where,
+            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        )
+    if "readonly" in lowered or "read-only" in lowered:
+        return SwarmError(
+            "E_FORBIDDEN",
+            f"the store is read-only here: {text}",
+            details={**where, "reason": "read_only"},
+            hint="Writing needs write access to the store's directory and database file.",
+        )
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered
+        or "no such table" in lowered or "no such column" in lowered
+    ):
+        return corrupt(f"the store's database fails its checks: {text}", path)
+    if "disk i/o" in lowered or "unable to open" in lowered:
+        return corrupt(f"the store's database cannot be read: {text}", path)
+    return SwarmError(
+        "E_INTERNAL",
+        f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
+        details={**where, "exception": type(exc).__name__},
+        hint="Please report this with the command you ran.",
+    )
+
+
+def corrupt(message: str, path: Path | None) -> SwarmError:
+    return SwarmError(
+        "E_STORE_CORRUPT",
+        message,
+        details={"repo": str(path)} if path else {},
+        hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3`.",
+    )
+
+
+def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
+    if discovered:
+        message = f"no swarmops store in {path} or any parent directory"
+    else:
+        message = f"no swarmops store at {path}"
+    return SwarmError(
+        "E_NOT_A_REPO",
+        message,
+        details={"path": str(path)},
+        hint="Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
+    )
+
+
+def is_store(path: Path) -> bool:
+    return (path / DB_FILE).is_file()
+
+
+def discover(start: Path) -> Path | None:
+    """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if is_store(candidate):
+            return candidate
+    return None
+
+
+def _connect(db: Path, *, readonly: bool) -> sqlite3.Connection:
+    mode = "ro" if readonly else "rw"
+    conn = sqlite3.connect(
+        f"{db.as_uri()}?mode={mode}",
+        uri=True,
+        timeout=lock_timeout(),
+        isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+        check_same_thread=False,
+    )
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not readonly:
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+class Store:
+    """An open store: its directory (absolute) and one SQLite connection."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+        self.path = path
+        self.conn = conn
+        self.readonly = readonly
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, readonly: bool = False) -> "Store":
+        path = path.resolve()
+        db = path / DB_FILE
+        if not db.is_file():
+            raise not_a_repo(path)
+        try:
+            conn = _connect(db, readonly=readonly)
+            store = cls(path, conn, readonly)
+            store._check_format()
+        except sqlite3.Error as exc:
+            raise translate(exc, path) from exc
+        return store
+
+    def _check_format(self) -> None:
+        try:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise corrupt(f"{self.path / DB_FILE} is not a readable swarmops database: {exc}", self.path) from exc
+        if row is None or not str(row[0]).isdigit():
+            raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
+        found = int(row[0])
+        if found > FORMAT_VERSION:
+            raise SwarmError(
+                "E_STORE_VERSION",
+                f"the store at {self.path} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
+                details={"repo": str(self.path), "format": found, "supported": FORMAT_VERSION},
+                hint="Upgrade swarmctl to use this store. Nothing was written.",
+            )
+
+    @classmethod
+    def create(cls, path: Path, actor: str) -> "Store":
+        """A new store whose op 1 is its `init`, by `actor`."""
+        path = path.resolve()
+        if is_store(path):
+            raise SwarmError(
+                "E_STATE",
+                f"there is already a store at {path}",
+                details={"path": str(path)},
+                hint="Use it with --repo, or choose another directory.",
+            )
+        if path.exists() and not path.is_dir():
+            raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SwarmError(
+                "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
+            ) from exc
+        # Build the database under a temporary name and rename it into place, so that a
+        # process killed during init leaves no half-made store behind.
+        tmp = path / (DB_FILE + ".init")
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
+            conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+            store = cls(path, conn, readonly=False)
+            with store.write(actor) as w:
+                w.append_op("init", "initialize store")
+        finally:
+            conn.close()
+        os.replace(tmp, path / DB_FILE)
+        return cls.open(path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- reading and writing --------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for a read made of several queries."""
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self, actor: str) -> Iterator["Writer"]:
+        """The one way to change a store: BEGIN IMMEDIATE, check, write, append the op, COMMIT.
+
+        Anything raised inside rolls the whole transaction back: nothing is half-written.
+        """
+        if self.readonly:
+            raise RuntimeError("write on a store opened read-only")
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            writer = Writer(self.conn, actor, _next_time(self.conn))
+            yield writer
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+
+def _next_time(conn: sqlite3.Connection) -> str:
+    """Now, but never earlier than the newest op: op times are non-decreasing."""
+    current = names.now()
+    row = conn.execute("SELECT at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
+    return max(current, row[0]) if row else current
+
+
+class Move(NamedTuple):
+    """One ref move an op makes: `old` is what the ref must name now (None: must not exist)."""
+
+    name: str
+    old: str | None
+    new: str | None
+
+
+class Writer:
+    """What may be done inside `Store.write`: every op is appended through `append_op`."""
+
+    def __init__(self, conn: sqlite3.Connection, actor: str, at: str) -> None:
+        self.conn = conn
+        self.actor = actor
+        self.at = at
+        self.op: int | None = None
+
+    def ref_target(self, name: str) -> str | None:
+        row = self.conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def append_op(
+        self,
+        kind: str,
+        description: str,
+        moves: Sequence[Move] = (),
+        *,
+        undoes: int | None = None,
+    ) -> int:
+        """Append the op and apply its moves, each by compare-and-swap: all of them or none."""
+        if self.op is not None:
+            raise RuntimeError("one op per transaction")
+        conflicts = [
+            {"name": m.name, "expected": m.old, "actual": actual}
+            for m in moves
+            if (actual := self.ref_target(m.name)) != m.old
+        ]
+        if conflicts:
+            raise SwarmError(
+                "E_CAS_MISMATCH",
+                "refs moved under the operation: " + ", ".join(c["name"] for c in conflicts),
+                details={"conflicts": conflicts},
+                hint="Nothing was written. Re-read the refs and try again.",
+            )
+        cur = self.conn.execute(
+            "INSERT INTO ops(kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?)",
+            (kind, self.actor, self.at, description, undoes),
+        )
+        op = cur.lastrowid
+        for seq, m in enumerate(moves):
+            self.conn.execute(
+                "INSERT INTO ref_moves(op, seq, name, old, new) VALUES (?, ?, ?, ?, ?)",
+                (op, seq, m.name, m.old, m.new),
+            )
+            if m.new is None:
+                self.conn.execute("DELETE FROM refs WHERE name = ?", (m.name,))
+            else:
+                self.conn.execute(
+                    "INSERT INTO refs(name, target, op) VALUES (?, ?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET target = excluded.target, op = excluded.op",
+                    (m.name, m.new, op),
+                )
+        self.op = op
+        return op
+
+    def insert_changeset(self, row: dict) -> None:
+        """Store a changeset made by this transaction's op (call after append_op)."""
+        self.conn.execute(
+            "INSERT INTO changesets(id, op, message, actor, at, parents, metadata, files) "
+            "VALUES (:id, :op, :message, :actor, :at, :parents, :metadata, :files)",
+            {**row, "op": self.op},
+        )
+
+    def insert_blob(self, blob_id: str, content: bytes) -> None:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO blobs(id, size, content) VALUES (?, ?, ?)", (blob_id, len(content), content)
+        )

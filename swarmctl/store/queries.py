@@ -1,0 +1,248 @@
+"""Reads. Each takes a connection (a read snapshot or a write transaction) and returns plain
+values; none of them writes. Every query here is bounded by an index, so its cost does not
+grow with the length of the op log."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Iterable, NamedTuple
+
+from swarmctl.envelope import SwarmError
+from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, is_hex
+
+# --- ops -----------------------------------------------------------------------------------
+
+_OP_COLUMNS = "op, kind, actor, at, description, undoes"
+
+
+def newest_op(conn: sqlite3.Connection, actor: str | None = None) -> int | None:
+    if actor is None:
+        row = conn.execute("SELECT MAX(op) FROM ops").fetchone()
+    else:
+        row = conn.execute("SELECT MAX(op) FROM ops WHERE actor = ?", (actor,)).fetchone()
+    return row[0]
+
+
+def op_exists(conn: sqlite3.Connection, op: int) -> bool:
+    return conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is not None
+
+
+def op_records(conn: sqlite3.Connection, ops: list[int]) -> list[dict[str, Any]]:
+    """Whole op records, in the order asked, keys in the order `op log` prints them."""
+    if not ops:
+        return []
+    marks = ",".join("?" * len(ops))
+    rows = {r[0]: r for r in conn.execute(f"SELECT {_OP_COLUMNS} FROM ops WHERE op IN ({marks})", ops)}
+    moves: dict[int, list[dict[str, Any]]] = {op: [] for op in ops}
+    for op, name, old, new in conn.execute(
+        f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", ops
+    ):
+        moves[op].append({"name": name, "old": old, "new": new})
+    made: dict[int, list[str]] = {op: [] for op in ops}
+    for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
+        made[op].append(cid)
+    undone_by = dict(
+        conn.execute(f"SELECT undoes, MAX(op) FROM ops WHERE undoes IN ({marks}) GROUP BY undoes", ops).fetchall()
+    )
+    return [
+        {
+            "op": op,
+            "kind": rows[op][1],
+            "actor": rows[op][2],
+            "at": rows[op][3],
+            "description": rows[op][4],
+            "ref_moves": moves[op],
+            "changesets": made[op],
+            "undoes": rows[op][5],
+            "undone_by": undone_by.get(op),
+        }
+        for op in ops
+        if op in rows
+    ]
+
+
+class LogQuery(NamedTuple):
+    limit: int
+    before: int | None = None
+    after: int | None = None
+    ref: str | None = None
+    actor: str | None = None
+    kind: str | None = None
+    since: str | None = None  # store time format
+    until: str | None = None
+
+
+def op_log(conn: sqlite3.Connection, q: LogQuery) -> tuple[list[int], bool]:
+    """The op numbers that match, newest first, and whether more match beyond them.
+
+    With only `after`, the ops nearest after it are taken (a cursor paging forward);
+    otherwise the newest. Either way the cost is that of the page, not of the log.
+    """
+    lower, upper = q.after, q.before
+    if q.since is not None:
+        row = conn.execute("SELECT op FROM ops WHERE at >= ? ORDER BY at, op LIMIT 1", (q.since,)).fetchone()
+        if row is None:
+            return [], False
+        lower = max(lower or 0, row[0] - 1)
+    if q.until is not None:
+        row = conn.execute(
+            "SELECT op FROM ops WHERE at <= ? ORDER BY at DESC, op DESC LIMIT 1", (q.until,)
+        ).fetchone()
+        if row is None:
+            return [], False
+        upper = min(upper, row[0] + 1) if upper is not None else row[0] + 1
+
+    where, params = [], []
+    col = "m.op" if q.ref is not None else "o.op"
+    if q.ref is not None:
+        where.append("m.name = ?")
+        params.append(q.ref)
+    if lower is not None:
+        where.append(f"{col} > ?")
+        params.append(lower)
+    if upper is not None:
+        where.append(f"{col} < ?")
+        params.append(upper)
+    if q.actor is not None:
+        where.append("o.actor = ?")
+        params.append(q.actor)
+    if q.kind is not None:
+        where.append("o.kind = ?")
+        params.append(q.kind)
+    source = "ref_moves m JOIN ops o ON o.op = m.op" if q.ref is not None else "ops o"
+    forward = q.after is not None and q.before is None
+    sql = (
+        f"SELECT {col} FROM {source}"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + f" ORDER BY {col} {'ASC' if forward else 'DESC'} LIMIT ?"
+    )
+    found = [r[0] for r in conn.execute(sql, [*params, q.limit + 1])]
+    has_more = len(found) > q.limit
+    found = found[: q.limit]
+    if forward:
+        found.reverse()
+    return found, has_more
+
+
+def undos_of(conn: sqlite3.Connection, op: int) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
+
+
+def undo_in_effect(conn: sqlite3.Connection, op: int) -> int | None:
+    """The undo that currently takes `op` back, if any: its newest undo, unless that was undone too."""
+    chain: list[int] = []
+    current: int | None = op
+    while current is not None:
+        undos = undos_of(conn, current)
+        current = undos[-1] if undos else None
+        if current is not None:
+            chain.append(current)
+    # chain = [undo of op, undo of that undo, ...]: odd length means op is taken back.
+    return chain[0] if len(chain) % 2 == 1 else None
+
+
+def moves_after(conn: sqlite3.Connection, name: str, op: int) -> list[int]:
+    """The ops after `op` that moved ref `name`, oldest first."""
+    return [
+        r[0] for r in conn.execute("SELECT op FROM ref_moves WHERE name = ? AND op > ? ORDER BY op", (name, op))
+    ]
+
+
+# --- refs ----------------------------------------------------------------------------------
+
+
+def ref_target(conn: sqlite3.Connection, name: str) -> str | None:
+    row = conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else None
+
+
+def ref_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute("SELECT name, target, op FROM refs WHERE name = ?", (name,)).fetchone()
+    return {"name": row[0], "target": row[1], "op": row[2]} if row else None
+
+
+def list_refs(conn: sqlite3.Connection, prefix: str | None = None) -> list[dict[str, Any]]:
+    if prefix:
+        # A range on the primary key, not LIKE: no escaping of % or _ in ref names.
+        rows = conn.execute(
+            "SELECT name, target, op FROM refs WHERE name >= ? AND name < ? ORDER BY name",
+            (prefix, prefix + "\U0010ffff"),
+        )
+    else:
+        rows = conn.execute("SELECT name, target, op FROM refs ORDER BY name")
+    return [{"name": n, "target": t, "op": o} for n, t, o in rows]
+
+
+# --- changesets ----------------------------------------------------------------------------
+
+
+def resolve_changeset(conn: sqlite3.Connection, prefix: str) -> str:
+    """The full id of the one changeset whose id starts with `prefix` (at least 4 hex digits)."""
+    text = prefix.strip().lower()
+    if not is_hex(text) or len(text) > ID_HEX_LEN:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{prefix!r} is not a changeset id or id prefix",
+            details={"value": prefix},
+            hint="A changeset id is 64 hex digits; any unique prefix of 4 or more resolves.",
+        )
+    if len(text) < MIN_PREFIX_LEN:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"changeset id prefix {prefix!r} is too short: at least {MIN_PREFIX_LEN} hex digits",
+            details={"value": prefix, "min_length": MIN_PREFIX_LEN},
+        )
+    found = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM changesets WHERE id >= ? AND id < ? ORDER BY id LIMIT 5",
+            (text, text + "g"),
+        )
+    ]
+    if not found:
+        raise SwarmError(
+            "E_NOT_FOUND",
+            f"no changeset {prefix}",
+            details={"changeset": prefix},
+            hint="`swarmctl op log` lists the changesets each op created.",
+        )
+    if len(found) > 1:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"changeset prefix {prefix!r} is ambiguous",
+            details={"value": prefix, "candidates": found},
+            hint="Give more hex digits of the id.",
+        )
+    return found[0]
+
+
+def changeset_row(conn: sqlite3.Connection, cid: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT id, op, message, actor, at, parents, metadata, files FROM changesets WHERE id = ?", (cid,)
+    ).fetchone()
+    if row is None:
+        return None
+    return {
+        "id": row[0],
+        "op": row[1],
+        "message": row[2],
+        "actor": row[3],
+        "at": row[4],
+        "parents": json.loads(row[5]),
+        "metadata": json.loads(row[6]),
+        "files": json.loads(row[7]),
+    }
+
+
+def blob_sizes(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, int]:
+    ids = list(blob_ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return dict(conn.execute(f"SELECT id, size FROM blobs WHERE id IN ({marks})", ids).fetchall())
+
+
+def blob_content(conn: sqlite3.Connection, blob_id: str) -> bytes | None:
+    row = conn.execute("SELECT content FROM blobs WHERE id = ?", (blob_id,)).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,64 @@
+"""The store's SQLite schema. The format version is bumped whenever a reader of the old format
+could misread the new one; a store of a newer format than this code knows is refused."""
+
+from __future__ import annotations
+
+FORMAT_VERSION = 1
+DB_FILE = "swarmops.db"
+
+# Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
+# deleted, so numbers are gapless and in commit order. `at` is kept non-decreasing with `op`
+# (see Store.write), which lets --since/--until become op bounds found through ops_at.
+SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE ops (
+    op          INTEGER PRIMARY KEY,
+    kind        TEXT NOT NULL,
+    actor       TEXT NOT NULL,
+    at          TEXT NOT NULL,
+    description TEXT NOT NULL,
+    undoes      INTEGER REFERENCES ops(op)
+);
+CREATE INDEX ops_actor ON ops(actor, op);
+CREATE INDEX ops_kind ON ops(kind, op);
+CREATE INDEX ops_at ON ops(at, op);
+CREATE INDEX ops_undoes ON ops(undoes, op) WHERE undoes IS NOT NULL;
+
+CREATE TABLE ref_moves (
+    op   INTEGER NOT NULL REFERENCES ops(op),
+    seq  INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    old  TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    new  TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    PRIMARY KEY (op, seq),
+    UNIQUE (name, op)
+) WITHOUT ROWID;
+
+CREATE TABLE changesets (
+    id       TEXT PRIMARY KEY,
+    op       INTEGER NOT NULL REFERENCES ops(op),
+    message  TEXT NOT NULL,
+    actor    TEXT NOT NULL,
+    at       TEXT NOT NULL,
+    parents  TEXT NOT NULL,   -- JSON array of ids
+    metadata TEXT NOT NULL,   -- JSON object, string to string
+    files    TEXT NOT NULL    -- JSON object, path to blob id
+) WITHOUT ROWID;
+CREATE INDEX changesets_op ON changesets(op);
+
+CREATE TABLE blobs (
+    id      TEXT PRIMARY KEY,
+    size    INTEGER NOT NULL,
+    content BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE refs (
+    name   TEXT PRIMARY KEY,
+    target TEXT NOT NULL REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    op     INTEGER NOT NULL REFERENCES ops(op)
+) WITHOUT ROWID;
+"""

@@ -1,0 +1,69 @@
+"""What several tool areas share: naming an op or a changeset as a user types it, and a ref move."""
+
+import sqlite3
+from typing import Annotated, Literal
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import Range, result_type
+from swarmctl.store import queries
+
+OpNumber = Annotated[int, Range(1)]
+# An op as a user names it: its number, or "@" for the newest op by the calling actor.
+OpSpec = OpNumber | Literal["@"]
+
+
+@result_type
+class RefMove:
+    name: str
+    old: str | None
+    new: str | None
+
+
+def resolve_op(ctx: Context, conn: sqlite3.Connection, spec: int | str) -> int:
+    """An op number from what the user gave: a number that exists, or `@`."""
+    if spec == "@":
+        actor = ctx.require_actor("`@` names the newest op by the calling actor")
+        op = queries.newest_op(conn, actor)
+        if op is None:
+            raise SwarmError(
+                "E_NOT_FOUND",
+                f"{actor} has no ops in this store, so `@` names nothing",
+                details={"op": "@", "actor": actor},
+                hint="`swarmctl op log --actor ACTOR` lists an actor's ops.",
+            )
+        ctx.resolve("@", op)
+        return op
+    if not queries.op_exists(conn, spec):
+        newest = queries.newest_op(conn)
+        raise SwarmError(
+            "E_NOT_FOUND",
+            f"no op {spec} in this store (the newest is {newest})",
+            details={"op": spec, "newest": newest},
+            hint="`swarmctl op log` lists the ops.",
+        )
+    return spec
+
+
+def resolve_changeset(ctx: Context, conn: sqlite3.Connection, given: str) -> str:
+    """A full changeset id from an id, a unique prefix of one, or a ref name.
+
+    Hex text of 4 or more digits is read as an id prefix; anything else as a ref name.
+    """
+    text = given.strip()
+    if len(text) >= names.MIN_PREFIX_LEN and names.is_hex(text.lower()):
+        full = queries.resolve_changeset(conn, text)
+    elif names.ref_name_problem(text) is None and (target := queries.ref_target(conn, text)) is not None:
+        full = target
+    elif names.is_hex(text.lower()):
+        full = queries.resolve_changeset(conn, text)  # raises: too short
+    else:
+        raise SwarmError(
+            "E_NOT_FOUND",
+            f"{given!r} is neither a changeset id prefix nor an existing ref",
+            details={"value": given},
+            hint="Give a changeset id (or 4+ hex digits of one) or the name of a ref; `swarmctl ref list` lists refs.",
+        )
+    ctx.resolve(given, full)
+    return full

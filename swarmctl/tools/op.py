@@ -1,0 +1,288 @@
+"""The op log: `op log`, `op show` and `op undo`."""
+
+import sqlite3
+from typing import Annotated, Literal
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.store import Move, queries
+from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
+
+OpKind = Literal[
+    "init",
+    "changeset_create",
+    "ref_set",
+    "ref_delete",
+    "tx_commit",
+    "undo",
+    "workflow_step",
+]
+
+
+# --- result types ----------------------------------------------------------------------------
+
+
+@result_type
+class OpRecord:
+    op: int
+    kind: str
+    actor: str
+    at: str
+    description: str
+    ref_moves: list[RefMove]
+    changesets: list[str]
+    undoes: int | None
+    undone_by: int | None
+
+    @classmethod
+    def from_row(cls, row: dict) -> "OpRecord":
+        return cls(**{**row, "ref_moves": [RefMove(**m) for m in row["ref_moves"]]})
+
+
+@result_type
+class OpLogResult:
+    ops: list[OpRecord]
+    has_more: bool
+    next_before: int | None
+    next_after: int | None
+
+
+@result_type
+class UndoMove:
+    name: str
+    new: str | None
+    actor: str
+    at: str
+
+
+@result_type
+class UndoResult:
+    undone: int
+    op: int | None
+    ref_moves: list[UndoMove]
+    already_applied: bool
+
+
+# --- requests --------------------------------------------------------------------------------
+
+
+def _op_arg(what: str) -> OpSpec:
+    return arg(
+        description=f"{what}: its number in the op log, or `@` for the newest op by the calling actor.",
+        cli=Cli(positional=True, metavar="OP", complete="ops"),
+    )
+
+
+@request_type
+class OpLogReq:
+    """Which ops to list, newest first."""
+
+    limit: Annotated[int, Range(1, 10_000)] = arg(
+        50, description="How many ops to return at most.", cli=Cli(flags=("-n", "--limit"))
+    )
+    before: OpNumber | None = arg(
+        None, description="Only ops older than this op number (a cursor: pass `next_before`)."
+    )
+    after: Annotated[int, Range(0)] | None = arg(
+        None,
+        description="Only ops newer than this op number; alone, the ones right after it (a cursor: pass `next_after`).",
+    )
+    reverse: bool = arg(False, description="Oldest first (applied after the limit).")
+    ref: str | None = arg(
+        None, description="Only ops that moved this ref, also after it was deleted.", cli=Cli(complete="refs")
+    )
+    actor: str | None = arg(None, description="Only ops by this actor (kind/name).")
+    kind: OpKind | None = arg(None, description="Only ops of this kind.")
+    since: str | None = arg(None, description="Only ops at or after this RFC 3339 time.")
+    until: str | None = arg(None, description="Only ops at or before this RFC 3339 time.")
+
+
+@request_type
+class OpShowReq:
+    """The op to show."""
+
+    op: OpSpec = _op_arg("The op to show")
+
+
+@request_type
+class UndoReq:
+    """`undo` (CLI `op undo`): restore every ref an operation moved to what it named before, by
+    compare-and-swap, in one transaction: all of them or none. Changesets are never removed."""
+
+    op: OpSpec = _op_arg("The operation to undo")
+    dry_run: bool = arg(False, description="Compute the result and any conflicts; write nothing.")
+
+
+# --- the work --------------------------------------------------------------------------------
+
+
+def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
+    """List the store's operations, newest first, with the refs each one moved.
+
+    Filters combine: `--ref` (ops that moved that ref, also after it was deleted), `--actor`,
+    `--kind`, `--since`/`--until` (RFC 3339). Page with `--before next_before` (older) or
+    `--after next_after` (newer). Reading a page costs the same on a log of any length.
+    Never writes to the store.
+    """
+    query = queries.LogQuery(
+        limit=req.limit,
+        before=req.before,
+        after=req.after,
+        ref=names.check_ref_name(req.ref) if req.ref is not None else None,
+        actor=req.actor,
+        kind=req.kind,
+        since=names.parse_time(req.since, field="since") if req.since is not None else None,
+        until=names.parse_time(req.until, field="until") if req.until is not None else None,
+    )
+    store = ctx.store()
+    with store.read() as conn:
+        found, has_more = queries.op_log(conn, query)
+        records = [OpRecord.from_row(r) for r in queries.op_records(conn, found)]
+    forward = req.after is not None and req.before is None
+    result = OpLogResult(
+        ops=records,
+        has_more=has_more,
+        next_before=records[-1].op if records and has_more and not forward else None,
+        next_after=records[0].op if records and has_more and forward else None,
+    )
+    if req.reverse:
+        result.ops.reverse()
+    return result
+
+
+def op_show(ctx: Context, req: OpShowReq) -> OpRecord:
+    """Show one operation in full: its kind, actor, time, the refs it moved (old and new), the
+    changesets it created, the op it undid and the undo that took it back."""
+    store = ctx.store()
+    with store.read() as conn:
+        op = resolve_op(ctx, conn, req.op)
+        return OpRecord.from_row(queries.op_records(conn, [op])[0])
+
+
+def undo(ctx: Context, req: UndoReq) -> UndoResult:
+    """Move every ref an operation moved back to what it named before, by compare-and-swap in
+    one transaction: all of them or none. A ref the op created is deleted; a ref it deleted is
+    recreated.
+
+    A ref moved since stops it (E_CAS_MISMATCH, nothing written): `error.details.conflicts`
+    lists each ref with what was expected, what is there and the later ops that moved it, and
+    `error.next` names the later op to undo first. Run again, an undo is a replay
+    (`already_applied`, the op of the undo that did it, nothing written). An op that moved no
+    ref gives E_NOTHING_TO_UNDO. Undoing an undo redoes the original moves. `@` names the newest
+    op by the calling actor, so one agent's undo never takes back another's work by accident.
+    `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
+    removed.
+    """
+    actor = ctx.require_actor()
+    store = ctx.store()
+    if req.dry_run:
+        with store.read() as conn:
+            target = resolve_op(ctx, conn, req.op)
+            return _plan_undo(conn, target, actor, names.now(), write=None)
+    with store.write(actor) as w:
+        target = resolve_op(ctx, w.conn, req.op)
+        return _plan_undo(w.conn, target, actor, w.at, write=w)
+
+
+def _plan_undo(conn: sqlite3.Connection, target: int, actor: str, at: str, write) -> UndoResult:
+    prior = queries.undo_in_effect(conn, target)
+    if prior is not None:
+        done = queries.op_records(conn, [prior])[0]
+        return UndoResult(
+            undone=target,
+            op=prior,
+            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in done["ref_moves"]],
+            already_applied=True,
+        )
+    record = queries.op_records(conn, [target])[0]
+    if not record["ref_moves"]:
+        raise SwarmError(
+            "E_NOTHING_TO_UNDO",
+            f"op {target} ({record['kind']}: {record['description']}) moved no ref, so there is nothing to undo",
+            details={"op": target, "kind": record["kind"]},
+            hint="Changesets are never removed; only ref moves are undone.",
+        )
+    moves = [Move(m["name"], old=m["new"], new=m["old"]) for m in record["ref_moves"]]
+    _check_unmoved(conn, target, moves)
+    if write is not None:
+        op = write.append_op("undo", f"undo op {target}: {record['description']}", moves, undoes=target)
+    else:
+        op = None
+    return UndoResult(
+        undone=target,
+        op=op,
+        ref_moves=[UndoMove(m.name, m.new, actor, at) for m in moves],
+        already_applied=False,
+    )
+
+
+def _check_unmoved(conn: sqlite3.Connection, target: int, moves: list[Move]) -> None:
+    """Every ref must still name what `target` left it naming; else say who moved it since."""
+    conflicts = []
+    for m in moves:
+        actual = queries.ref_target(conn, m.name)
+        if actual != m.old:
+            conflicts.append(
+                {
+                    "name": m.name,
+                    "expected": m.old,
+                    "actual": actual,
+                    "moved_by": queries.moves_after(conn, m.name, target),
+                }
+            )
+    if not conflicts:
+        return
+    later = max((op for c in conflicts for op in c["moved_by"]), default=None)
+    names_moved = ", ".join(c["name"] for c in conflicts)
+    raise SwarmError(
+        "E_CAS_MISMATCH",
+        f"cannot undo op {target}: {names_moved} moved since; nothing was written",
+        details={"op": target, "conflicts": conflicts},
+        hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
+        if later is not None
+        else "Re-read the refs; nothing was written.",
+        next=UNDO.call(op=later) if later is not None else None,
+    )
+
+
+# --- registry entries ------------------------------------------------------------------------
+
+OP_LOG = Tool(
+    name="op_log",
+    cli=("op", "log"),
+    title="Op log",
+    summary="List operations, newest first.",
+    request=OpLogReq,
+    result=OpLogResult,
+    run=op_log,
+    annotations=READ,
+    mutates=False,
+)
+
+OP_SHOW = Tool(
+    name="op_show",
+    cli=("op", "show"),
+    title="Show an op",
+    summary="Show one operation in full.",
+    request=OpShowReq,
+    result=OpRecord,
+    run=op_show,
+    annotations=READ,
+    mutates=False,
+)
+
+UNDO = Tool(
+    name="undo",
+    cli=("op", "undo"),
+    title="undo",
+    summary="Undo an operation.",
+    request=UndoReq,
+    result=UndoResult,
+    run=undo,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
+    mutates=True,
+)
+
+TOOLS = [OP_LOG, OP_SHOW, UNDO]

@@ -1,0 +1,211 @@
+"""Refs: names that each point at one changeset, moved by compare-and-swap."""
+
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.store import Move, queries
+from swarmctl.tools.common import resolve_changeset
+
+
+@result_type
+class RefEntry:
+    name: str
+    target: str
+    op: int  # the op that last moved it
+
+
+@result_type
+class RefListResult:
+    refs: list[RefEntry]
+
+
+@result_type
+class RefShowResult:
+    name: str
+    target: str
+    op: int
+    message: str
+    actor: str
+    at: str
+
+
+@result_type
+class RefSetResult:
+    name: str
+    old: str | None
+    new: str
+    op: int | None  # null: the ref already named the target, so nothing was written
+
+
+@result_type
+class RefDeleteResult:
+    name: str
+    old: str
+    op: int
+
+
+_NAME = Cli(positional=True, metavar="NAME", complete="refs")
+
+
+@request_type
+class RefSetReq:
+    name: str = arg(description="The ref to move or create, e.g. main or release/v1.", cli=_NAME)
+    target: str = arg(
+        description="The changeset it should name: an id, a unique prefix of 4+ hex digits, or a ref name.",
+        cli=Cli(positional=True, metavar="TARGET", complete="changesets"),
+    )
+    expect: str | None = arg(
+        None,
+        description="Compare-and-swap: move only if the ref names this changeset now (else E_CAS_MISMATCH).",
+        cli=Cli(metavar="OLD", complete="changesets"),
+    )
+    create: bool = arg(False, description="Compare-and-swap: move only if the ref does not exist yet.")
+
+
+@request_type
+class RefDeleteReq:
+    name: str = arg(description="The ref to delete.", cli=_NAME)
+    expect: str | None = arg(
+        None,
+        description="Compare-and-swap: delete only if the ref names this changeset now (else E_CAS_MISMATCH).",
+        cli=Cli(metavar="OLD", complete="changesets"),
+    )
+
+
+@request_type
+class RefListReq:
+    prefix: str | None = arg(None, description="Only refs whose names start with this, e.g. release/.")
+
+
+@request_type
+class RefShowReq:
+    name: str = arg(description="The ref to show.", cli=_NAME)
+
+
+def _cas_error(name: str, expected: str | None, actual: str | None, last_op: int | None) -> SwarmError:
+    return SwarmError(
+        "E_CAS_MISMATCH",
+        f"ref {name} names {names.short_id(actual)}, not the expected {names.short_id(expected)}; nothing was written",
+        details={"conflicts": [{"name": name, "expected": expected, "actual": actual, "moved_by": [last_op] if last_op else []}]},
+        hint=f"Re-read {name} with `swarmctl ref show {name}` and decide again.",
+    )
+
+
+def _not_found(name: str) -> SwarmError:
+    return SwarmError(
+        "E_NOT_FOUND", f"no ref {name}", details={"ref": name}, hint="`swarmctl ref list` lists the refs."
+    )
+
+
+def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
+    """Point a ref at a changeset, creating the ref if needed, as one op. With `--expect OLD` or
+    `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
+    nothing is written. Setting a ref to what it already names writes nothing (`op` is null)."""
+    actor = ctx.require_actor()
+    name = names.check_ref_name(req.name)
+    if req.create and req.expect is not None:
+        raise SwarmError("E_INVALID_ARG", "--expect and --create exclude each other", details={"fields": ["expect", "create"]})
+    store = ctx.store()
+    with store.write(actor) as w:
+        new = resolve_changeset(ctx, w.conn, req.target)
+        row = queries.ref_row(w.conn, name)
+        current = row["target"] if row else None
+        if req.create or req.expect is not None:
+            expected = None if req.create else resolve_changeset(ctx, w.conn, req.expect)
+            if current != expected:
+                raise _cas_error(name, expected, current, row["op"] if row else None)
+        if current == new:
+            return RefSetResult(name=name, old=current, new=new, op=None)
+        verb = "set" if current else "create"
+        op = w.append_op("ref_set", f"{verb} {name} to {names.short_id(new)}", [Move(name, current, new)])
+    return RefSetResult(name=name, old=current, new=new, op=op)
+
+
+def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
+    """Delete a ref, as one op; the changeset it named stays. With `--expect OLD` it is a
+    compare-and-swap. `op undo` of the op recreates the ref."""
+    actor = ctx.require_actor()
+    name = names.check_ref_name(req.name)
+    store = ctx.store()
+    with store.write(actor) as w:
+        row = queries.ref_row(w.conn, name)
+        if row is None:
+            raise _not_found(name)
+        if req.expect is not None:
+            expected = resolve_changeset(ctx, w.conn, req.expect)
+            if row["target"] != expected:
+                raise _cas_error(name, expected, row["target"], row["op"])
+        op = w.append_op("ref_delete", f"delete {name} (was {names.short_id(row['target'])})", [Move(name, row["target"], None)])
+    return RefDeleteResult(name=name, old=row["target"], op=op)
+
+
+def ref_list(ctx: Context, req: RefListReq) -> RefListResult:
+    """List refs by name, each with the changeset it names and the op that last moved it."""
+    store = ctx.store()
+    with store.read() as conn:
+        return RefListResult(refs=[RefEntry(**r) for r in queries.list_refs(conn, req.prefix)])
+
+
+def ref_show(ctx: Context, req: RefShowReq) -> RefShowResult:
+    """Show one ref: the changeset it names (with its message, actor and time) and the op that
+    last moved it."""
+    name = names.check_ref_name(req.name)
+    store = ctx.store()
+    with store.read() as conn:
+        row = queries.ref_row(conn, name)
+        if row is None:
+            raise _not_found(name)
+        cs = queries.changeset_row(conn, row["target"])
+    return RefShowResult(name=name, target=row["target"], op=row["op"], message=cs["message"], actor=cs["actor"], at=cs["at"])
+
+
+_MOVE = Annotations(read_only=False, destructive=True, idempotent=False)
+
+REF_SET = Tool(
+    name="ref_set",
+    cli=("ref", "set"),
+    title="Set a ref",
+    summary="Point a ref at a changeset (compare-and-swap with --expect or --create).",
+    request=RefSetReq,
+    result=RefSetResult,
+    run=ref_set,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
+    mutates=True,
+)
+REF_DELETE = Tool(
+    name="ref_delete",
+    cli=("ref", "delete"),
+    title="Delete a ref",
+    summary="Delete a ref (compare-and-swap with --expect).",
+    request=RefDeleteReq,
+    result=RefDeleteResult,
+    run=ref_delete,
+    annotations=_MOVE,
+    mutates=True,
+)
+REF_LIST = Tool(
+    name="ref_list",
+    cli=("ref", "list"),
+    title="List refs",
+    summary="List refs.",
+    request=RefListReq,
+    result=RefListResult,
+    run=ref_list,
+    annotations=READ,
+    mutates=False,
+)
+REF_SHOW = Tool(
+    name="ref_show",
+    cli=("ref", "show"),
+    title="Show a ref",
+    summary="Show one ref.",
+    request=RefShowReq,
+    result=RefShowResult,
+    run=ref_show,
+    annotations=READ,
+    mutates=False,
+)
+
+TOOLS = [REF_SET, REF_DELETE, REF_LIST, REF_SHOW]

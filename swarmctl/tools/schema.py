@@ -1,0 +1,58 @@
+"""`schema`: the JSON Schema of any request or result type."""
+
+from typing import Any
+
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import Cli, READ, Tool, arg, request_type, result_type
+
+
+@result_type
+class SchemaResult:
+    type: str | None
+    schema: dict[str, Any] | None
+    types: list[str]
+
+
+@request_type
+class SchemaReq:
+    type: str | None = arg(
+        None,
+        description="A request or result type, e.g. UndoReq. Omitted: list the types.",
+        cli=Cli(positional=True, metavar="TYPE", complete="schema_types"),
+    )
+
+
+def schema(ctx: Context, req: SchemaReq) -> SchemaResult:
+    """Print the JSON Schema of a request or result type (e.g. `swarmctl schema UndoReq`), with
+    each `$ref` replaced by its definition, as `tools/list` gives it. Without TYPE, list the
+    types."""
+    from swarmctl import registry, schemas
+
+    known = registry.types()
+    if req.type is None:
+        return SchemaResult(type=None, schema=None, types=sorted(known))
+    if req.type not in known:
+        raise SwarmError(
+            "E_NOT_FOUND",
+            f"no type {req.type}",
+            details={"type": req.type, "types": sorted(known)},
+            hint="`swarmctl schema` lists the types.",
+        )
+    return SchemaResult(type=req.type, schema=schemas.json_schema(known[req.type]), types=sorted(known))
+
+
+SCHEMA = Tool(
+    name="schema",
+    cli=("schema",),
+    title="JSON Schema of a type",
+    summary="Print the JSON Schema of a request or result type.",
+    request=SchemaReq,
+    result=SchemaResult,
+    run=schema,
+    annotations=READ,
+    mutates=False,
+    needs_store=False,
+)
+
+TOOLS = [SCHEMA]

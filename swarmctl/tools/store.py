@@ -1,0 +1,117 @@
+"""Making stores: `init`, and `demo` (a store with a short, realistic history to try things on)."""
+
+from pathlib import Path
+
+from swarmctl.context import Context
+from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
+from swarmctl.store import Store
+from swarmctl.store.schema import FORMAT_VERSION
+from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
+from swarmctl.tools.op import OpLogReq, OpRecord, op_log
+from swarmctl.tools.ref import RefSetReq, ref_set
+
+
+@result_type
+class InitResult:
+    repo: str
+    op: int
+    format: int
+
+
+@result_type
+class DemoResult:
+    repo: str
+    ops: list[OpRecord]
+    next: list[str]
+
+
+@request_type
+class InitReq:
+    path: str = arg(description="The directory to make a store in (created if missing).", cli=Cli(positional=True, metavar="PATH"))
+
+
+@request_type
+class DemoReq:
+    path: str = arg(
+        "demo-store",
+        description="The directory for the demo store (created; must not be a store yet).",
+        cli=Cli(positional=True, metavar="PATH"),
+    )
+
+
+def init(ctx: Context, req: InitReq) -> InitResult:
+    """Create a store in PATH: a directory holding one SQLite database (WAL mode,
+    synchronous=FULL). Its first op (op 1, kind `init`) records who made it."""
+    actor = ctx.require_actor()
+    store = ctx.adopt(Store.create(ctx.cwd / req.path, actor))
+    return InitResult(repo=str(store.path), op=1, format=FORMAT_VERSION)
+
+
+DEMO_HUMAN = "human/alice"
+DEMO_AGENT = "agent/worker-17"
+
+
+def demo(ctx: Context, req: DemoReq) -> DemoResult:
+    """Create a store in PATH with a short history by two actors (a person and an agent) and
+    show its op log. Op 6 is the agent moving release/v1: try `op undo 6` on it."""
+    store = ctx.adopt(Store.create(ctx.cwd / req.path, DEMO_HUMAN))
+    human = Context(repo=str(store.path), actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store)
+    agent = Context(repo=str(store.path), actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store)
+    base = changeset_create(
+        human,
+        ChangesetCreateReq(message="Initial import", files={"README.md": "# demo\n"}, metadata={"ticket": "OPS-1"}, ref="main"),
+    ).changeset.id
+    changeset_create(
+        agent,
+        ChangesetCreateReq(message="Add release notes", files={"NOTES.md": "v1: first release\n"}, ref="main"),
+    )
+    ref_set(human, RefSetReq(name="release/v1", target=base, create=True))
+    fix = changeset_create(
+        agent,
+        ChangesetCreateReq(message="Fix flaky deploy check", metadata={"ticket": "OPS-7"}, ref="main"),
+    ).changeset.id
+    ref_set(agent, RefSetReq(name="release/v1", target=fix, expect=base))
+    log = op_log(ctx, OpLogReq(limit=20))
+    where = str(store.path)
+    return DemoResult(
+        repo=where,
+        ops=log.ops,
+        next=[
+            f"swarmctl --repo {where} -o table op log",
+            f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6 --dry-run",
+            f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6",
+        ],
+    )
+
+
+_CREATES = Annotations(read_only=False, destructive=False, idempotent=False)
+
+INIT = Tool(
+    name="init",
+    cli=("init",),
+    title="Create a store",
+    summary="Create a store in a directory.",
+    request=InitReq,
+    result=InitResult,
+    run=init,
+    annotations=_CREATES,
+    mutates=True,
+    needs_store=False,
+    mcp=False,
+)
+
+DEMO = Tool(
+    name="demo",
+    cli=("demo",),
+    title="Create a demo store",
+    summary="Create a store with a short history and show its op log.",
+    request=DemoReq,
+    result=DemoResult,
+    run=demo,
+    annotations=_CREATES,
+    mutates=False,  # it acts as the demo's own actors, so it needs no --as
+    needs_store=False,
+    mcp=False,
+)
+
+TOOLS = [INIT, DEMO]
