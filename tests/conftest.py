@@ -1,0 +1,140 @@
+"""Running swarmctl as a user would, and comparing what it prints with golden outputs.
+
+`sw(...)` runs one command line and returns what it printed and its exit status. By default
+it runs in this process (the same `swarmctl.cli.run` the installed command calls), which keeps
+the suite fast; SWARMCTL_TEST_SUBPROCESS=1 runs every command as a real process instead, and
+tests that need real processes (races, kills, pipes) use `sw.process(...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from golden import GoldenText, Normalizer
+
+SUBPROCESS = os.environ.get("SWARMCTL_TEST_SUBPROCESS") == "1"
+
+
+def swarmctl_argv() -> list[str]:
+    """The installed command, from the same environment as the running interpreter."""
+    script = Path(sys.executable).parent / "swarmctl"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "swarmctl"]
+
+
+@dataclass
+class Ran:
+    argv: list[str]
+    exit: int
+    stdout: str
+    stderr: str
+
+    @property
+    def envelope(self) -> dict:
+        lines = self.stdout.splitlines()
+        assert len(lines) == 1, f"expected one envelope line on stdout, got {self.stdout!r}"
+        return json.loads(lines[0])
+
+    @property
+    def result(self) -> dict:
+        env = self.envelope
+        assert env["ok"], env
+        return env["result"]
+
+    @property
+    def error(self) -> dict:
+        env = self.envelope
+        assert not env["ok"], env
+        return env["error"]
+
+    def transcript(self) -> str:
+        return f"$ swarmctl {shlex.join(self.argv)}\nexit {self.exit}\n{self.stdout}"
+
+
+class Swarm:
+    """A user at a shell in a temporary directory, with no SWARMCTL_* variables set."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp = tmp
+        self.monkeypatch = monkeypatch
+        self.cwd = tmp
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_") and k != "NO_COLOR"}
+        self.normalize = Normalizer(tmp)
+        for key in [k for k in os.environ if k.startswith("SWARMCTL_")]:
+            monkeypatch.delenv(key)
+
+    @property
+    def store(self) -> Path:
+        return self.tmp / "store"
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
+        if SUBPROCESS:
+            return self.process(*args, env=env, cwd=cwd)
+        from swarmctl.cli import run
+
+        out, err = io.StringIO(), io.StringIO()
+        with self.monkeypatch.context() as mp:
+            mp.chdir(cwd or self.cwd)
+            for key, value in (env or {}).items():
+                mp.setenv(key, value)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = run(list(args))
+        return Ran(list(args), status, out.getvalue(), err.getvalue())
+
+    def process(
+        self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, input: str | None = None
+    ) -> Ran:
+        proc = subprocess.run(
+            [*swarmctl_argv(), *args],
+            cwd=cwd or self.cwd,
+            env={**self.env, **(env or {})},
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return Ran(list(args), proc.returncode, proc.stdout, proc.stderr)
+
+    def ok(self, *args: str, **kw) -> dict:
+        ran = self(*args, **kw)
+        assert ran.exit == 0, ran.transcript() + ran.stderr
+        return ran.result
+
+    def transcript(self, *runs: Ran) -> str:
+        """Runs as one golden text, normalised with one numbering of ids."""
+        normalize = Normalizer(self.tmp)
+        return "\n".join(normalize(r.transcript()) for r in runs)
+
+
+@pytest.fixture
+def sw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Swarm:
+    return Swarm(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def golden(snapshot):
+    return snapshot.use_extension(GoldenText)
+
+
+def build_golden_store(sw: Swarm) -> dict[str, str]:
+    """The store of reference/swarmops-undo.md, made with swarmctl commands: op 6 is
+    agent/worker-17 moving release/v1. Returns the changeset ids by name."""
+    repo = str(sw.store)
+    alice = ("--repo", repo, "--as", "human/alice")
+    agent = ("--repo", repo, "--as", "agent/worker-17")
+    sw.ok("--as", "human/alice", "init", repo)  # op 1
+    base = sw.ok(*alice, "changeset", "create", "-m", "Initial import", "--ref", "main")["changeset"]["id"]  # 2
+    sw.ok(*agent, "changeset", "create", "-m", "Add release notes", "--ref", "main")  # 3
+    sw.ok(*alice, "ref", "set", "release/v1", base, "--create")  # 4
+    fix = sw.ok(*agent, "changeset", "create", "-m", "Fix flaky deploy check", "--ref", "main")["changeset"]["id"]  # 5
+    sw.ok(*agent, "ref", "set", "release/v1", fix[:12], "--expect", base[:12])  # 6
+    return {"base": base, "fix": fix}

@@ -1,0 +1,60 @@
+"""Golden outputs: the one normaliser every snapshot test uses, and the syrupy extension that
+keeps snapshots as plain text files in the top-level `snapshots/` folder.
+
+What differs from run to run is replaced, as in the reference pages: the test's temporary
+directory by [tmp], changeset ids (full, or the 12-digit short form) by [c1], [c2], ... in
+order of first appearance, times by [at], elapsed_ms by "[elapsed_ms]", the version by
+[version]. Other run-dependent ids get their own placeholders here, and only here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from swarmctl import __version__
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOTS = ROOT / "snapshots"
+
+_HEX_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{12}(?:[0-9a-f]{52})?(?![0-9a-zA-Z])")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_ELAPSED = re.compile(r'("elapsed_ms":\s*)\d+')
+_CORRELATION = re.compile(r"correlation id [0-9a-f]{12}|(\"correlation_id\":\s*\")[0-9a-f]{12}")
+
+
+class Normalizer:
+    """Replace what differs between runs. One per transcript: ids number from [c1] again."""
+
+    def __init__(self, tmp: Path | str | None = None) -> None:
+        self.tmp = [str(tmp), str(Path(tmp).resolve())] if tmp is not None else []
+        self.ids: dict[str, str] = {}
+
+    def _id(self, match: re.Match) -> str:
+        key = match.group()[:12]
+        if key not in self.ids:
+            self.ids[key] = f"[c{len(self.ids) + 1}]"
+        return self.ids[key]
+
+    def __call__(self, text: str) -> str:
+        for tmp in sorted(set(self.tmp), key=len, reverse=True):
+            text = text.replace(tmp, "[tmp]")
+        text = _CORRELATION.sub(lambda m: (m.group(1) + "[id]") if m.group(1) else "correlation id [id]", text)
+        text = _HEX_ID.sub(self._id, text)
+        text = _TIME.sub("[at]", text)
+        text = _ELAPSED.sub(r'\1"[elapsed_ms]"', text)
+        text = text.replace(__version__, "[version]")
+        return text
+
+
+class GoldenText(SingleFileSnapshotExtension):
+    """One text file per snapshot: snapshots/<test file>/<test name>.txt."""
+
+    _write_mode = WriteMode.TEXT
+    file_extension = "txt"
+
+    @classmethod
+    def dirname(cls, *, test_location) -> str:
+        return str(SNAPSHOTS / test_location.basename)
