@@ -7,7 +7,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Move, queries
+from swarmctl.store import Move, Writer, queries
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
 
 OpKind = Literal[
@@ -179,14 +179,35 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     store = ctx.store()
     if req.dry_run:
         with store.read() as conn:
-            target = resolve_op(ctx, conn, req.op)
-            return _plan_undo(conn, target, actor, names.now(), write=None)
+            return plan_undo(conn, resolve_op(ctx, conn, req.op), actor, names.now())
     with store.write(actor) as w:
-        target = resolve_op(ctx, w.conn, req.op)
-        return _plan_undo(w.conn, target, actor, w.at, write=w)
+        return undo_in(w, resolve_op(ctx, w.conn, req.op))
 
 
-def _plan_undo(conn: sqlite3.Connection, target: int, actor: str, at: str, write) -> UndoResult:
+def plan_undo(conn: sqlite3.Connection, target: int, actor: str, at: str) -> UndoResult:
+    """What undoing `target` would do now, writing nothing (`op` is null unless a replay).
+
+    Raises what the undo itself would: E_NOTHING_TO_UNDO, or E_CAS_MISMATCH with the conflicts.
+    """
+    return _undo(conn, target, actor, at, writer=None)
+
+
+def undo_in(w: Writer, target: int, *, kind: str = "undo", description: str | None = None) -> UndoResult:
+    """Undo `target` inside the write transaction `w`, appending the undo op (or finding the
+    undo already in effect: a replay). Other tools that take back store effects call this."""
+    return _undo(w.conn, target, w.actor, w.at, writer=w, kind=kind, description=description)
+
+
+def _undo(
+    conn: sqlite3.Connection,
+    target: int,
+    actor: str,
+    at: str,
+    *,
+    writer: Writer | None,
+    kind: str = "undo",
+    description: str | None = None,
+) -> UndoResult:
     prior = queries.undo_in_effect(conn, target)
     if prior is not None:
         done = queries.op_records(conn, [prior])[0]
@@ -206,10 +227,9 @@ def _plan_undo(conn: sqlite3.Connection, target: int, actor: str, at: str, write
         )
     moves = [Move(m["name"], old=m["new"], new=m["old"]) for m in record["ref_moves"]]
     _check_unmoved(conn, target, moves)
-    if write is not None:
-        op = write.append_op("undo", f"undo op {target}: {record['description']}", moves, undoes=target)
-    else:
-        op = None
+    op = None
+    if writer is not None:
+        op = writer.append_op(kind, description or f"undo op {target}: {record['description']}", moves, undoes=target)
     return UndoResult(
         undone=target,
         op=op,
