@@ -32,7 +32,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode("E_NOT_FOUND", 4, "no such op, ref, changeset, transaction or workflow"),
         ErrorCode("E_NOT_A_REPO", 5, "no store at the given or discovered path"),
         ErrorCode("E_IDENTITY_REQUIRED", 6, "a mutation without `--as` / `SWARMCTL_AS`"),
-        ErrorCode("E_FORBIDDEN", 6, "the actor may not do this (store policy)"),
+        ErrorCode(
+            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store this process may not write"
+        ),
         ErrorCode(
             "E_REFUSED",
             7,

@@ -40,7 +40,9 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)
-    for column in ("op", "when", "actor", "kind", "description", "ref moves"):
+    for column in ("op", "when", "actor", "kind"):
+        table.add_column(column, no_wrap=True)
+    for column in ("description", "ref moves"):
         table.add_column(column, overflow="fold")
     for op in ops:
         mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
