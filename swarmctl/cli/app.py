@@ -12,7 +12,7 @@ import typer
 
 from swarmctl import __version__, registry
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import MAX_INT, Tool, cli_of, long_flag
+from swarmctl.spec import MAX_INT, Range, Tool, cli_of, long_flag
 
 GROUP_HELP = {
     "op": "The op log: list, show and undo operations.",
@@ -160,11 +160,12 @@ def _completer(source: str) -> typing.Callable[..., Any]:
 
 def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
     cli = cli_of(f)
-    meta = f.metadata
     base, _optional = _is_optional(annotation)
+    bounds = None
     if get_origin(base) is Annotated:
-        base = get_args(base)[0]
-    options: dict[str, Any] = {"help": meta.get("description"), "show_default": False}
+        base, *extras = get_args(base)
+        bounds = next((e for e in extras if isinstance(e, Range)), None)
+    options: dict[str, Any] = {"help": f.metadata.get("description"), "show_default": False}
     if cli.metavar:
         options["metavar"] = cli.metavar
     if cli.hidden:
@@ -178,8 +179,8 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
         py_type = list[str]
     elif base is int:
         py_type = int
-        options["min"] = meta.get("ge")
-        options["max"] = meta.get("le", MAX_INT)
+        options["min"] = bounds.ge if bounds else None
+        options["max"] = bounds.le if bounds else MAX_INT
     else:
         py_type = base
     if f.default is not dataclasses.MISSING:

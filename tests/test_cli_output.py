@@ -1,0 +1,161 @@
+"""The CLI's output contract: one envelope on stdout, compact to a pipe, readable on a terminal,
+tables for people, usage errors as envelopes, and a closed pipe that ends quietly."""
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import build_golden_store, swarmctl_argv
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_on_terminal(args, env, cwd):
+    """Run swarmctl with stdout on a real pseudo-terminal; return (status, stdout, stderr)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *args], stdout=slave, stderr=subprocess.PIPE, env=env, cwd=cwd
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    status = proc.wait(timeout=60)
+    return status, b"".join(chunks).decode().replace("\r\n", "\n"), proc.stderr.read().decode()
+
+
+@pytest.fixture
+def store(sw):
+    build_golden_store(sw)
+    return str(sw.store)
+
+
+def test_a_pipe_gets_one_compact_line(sw, store):
+    ran = sw.process("--repo", store, "op", "log", "-n", "2")
+    assert ran.exit == 0
+    assert ran.stdout.count("\n") == 1 and ran.stdout.endswith("}\n")
+    assert ": " not in ran.stdout.split('"description"')[0]  # no spaces after separators
+    envelope = json.loads(ran.stdout)
+    assert list(envelope) == ["ok", "op", "api", "result", "meta"]
+    assert list(envelope["meta"]) == ["repo", "elapsed_ms", "resolved", "auth"]
+    assert isinstance(envelope["meta"]["elapsed_ms"], int)
+
+
+def test_a_terminal_gets_the_same_envelope_indented_and_coloured(sw, store):
+    status, out, _ = run_on_terminal(["--repo", store, "op", "show", "6"], sw.env, sw.tmp)
+    assert status == 0
+    assert "\x1b[" in out
+    plain = ANSI.sub("", out)
+    assert plain.startswith("{\n  \"ok\": true,")
+    piped = sw.process("--repo", store, "op", "show", "6").envelope
+    shown = json.loads(plain)
+    shown["meta"]["elapsed_ms"] = piped["meta"]["elapsed_ms"]
+    assert shown == piped
+
+
+@pytest.mark.parametrize("how", [{"NO_COLOR": "1"}, {"--color": "never"}])
+def test_no_colour_when_asked(sw, store, how):
+    env, flags = dict(sw.env), []
+    if "NO_COLOR" in how:
+        env["NO_COLOR"] = "1"
+    else:
+        flags = ["--color", "never"]
+    status, out, _ = run_on_terminal([*flags, "--repo", store, "op", "show", "6"], env, sw.tmp)
+    assert status == 0
+    assert "\x1b[" not in out
+    assert json.loads(out)["result"]["op"] == 6
+
+
+def test_table_output_for_people(sw, store):
+    ran = sw("--repo", store, "-o", "table", "op", "log")
+    assert ran.exit == 0
+    lines = ran.stdout.splitlines()
+    assert any("op" in line and "actor" in line and "kind" in line for line in lines[:3])
+    assert any(line.strip("│ ").startswith("6 ") and "agent/worker-17" in line for line in lines)
+    assert not ran.stdout.lstrip().startswith("{")
+
+
+def test_table_output_from_the_environment_and_json_back_with_o(sw, store):
+    table = sw("--repo", store, "ref", "list", env={"SWARMCTL_OUTPUT": "table"})
+    assert "release/v1" in table.stdout and not table.stdout.startswith("{")
+    json_again = sw("--repo", store, "-o", "json", "ref", "list", env={"SWARMCTL_OUTPUT": "table"})
+    assert json_again.envelope["op"] == "ref_list"
+
+
+def test_an_error_as_a_table_is_one_line_with_its_hint_and_keeps_its_exit_code(sw, store):
+    ran = sw("--repo", store, "-o", "table", "op", "undo", "6")
+    assert ran.exit == 6
+    assert ran.stdout.splitlines() == [
+        "E_IDENTITY_REQUIRED: an identity is required: this command changes the store",
+        "hint: Say who you are with --as kind/name (e.g. --as agent/worker-17) or SWARMCTL_AS.",
+    ]
+
+
+def test_a_closed_pipe_ends_quietly(sw, store):
+    script = f"{' '.join(swarmctl_argv())} --repo {store} op log -n 10000 --reverse | head -c 1"
+    # Make the envelope bigger than a pipe buffer so the writer really meets a closed pipe.
+    for i in range(300):
+        sw.ok("--repo", store, "--as", "agent/bulk", "changeset", "create", "-m", f"bulk {i}" * 20)
+    proc = subprocess.run(["bash", "-c", "set -o pipefail; " + script], capture_output=True, text=True, env=sw.env)
+    assert proc.stdout == "{"
+    assert proc.stderr == ""
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args, op, message",
+    [
+        (["op", "undo", "banana"], "undo", "'banana' is not an op number"),
+        (["op", "undo"], "undo", "Missing argument 'OP'"),
+        (["op", "log", "--frobnicate"], "op_log", "No such option: --frobnicate"),
+        (["op", "log", "-n", "0"], "op_log", "0 is not in the range"),
+        (["op", "log", "-n", "many"], "op_log", "'many' is not a valid"),
+        (["op", "log", "--before", "99999999999999999999"], "op_log", "is not in the range"),
+        (["op", "log", "--kind", "teleport"], "op_log", "'teleport' is not one of"),
+        (["op", "frobnicate"], None, "No such command 'frobnicate'"),
+        (["frobnicate"], None, "No such command 'frobnicate'"),
+        ([], None, ""),
+        (["op"], None, ""),
+    ],
+)
+def test_bad_usage_is_an_envelope_with_exit_2(sw, store, args, op, message):
+    ran = sw("--repo", store, "--as", "agent/worker-17", *args)
+    assert ran.exit == 2, ran.stdout + ran.stderr
+    envelope = ran.envelope
+    assert envelope["op"] == op
+    assert envelope["error"]["code"] == "E_INVALID_ARG"
+    assert message in envelope["error"]["message"]
+    assert envelope["error"]["details"]["usage"].startswith("Usage: swarmctl")
+    assert "Usage: swarmctl" in ran.stderr
+
+
+def test_help_and_version_print_text_and_exit_0(sw):
+    helped = sw("op", "undo", "--help")
+    assert helped.exit == 0 and "already_applied" in helped.stdout and "--dry-run" in helped.stdout
+    top = sw("--help")
+    assert top.exit == 0
+    for word in ("op", "ref", "changeset", "init", "demo", "schema"):
+        assert re.search(rf"^\s*│?\s*{word}\b", top.stdout, re.M), word
+    version = sw.process("--version")
+    from swarmctl import __version__
+
+    assert version.exit == 0 and version.stdout == f"swarmctl {__version__}\n"
+
+
+def test_the_envelope_is_the_same_in_process_and_as_a_real_process(sw, store):
+    inside = sw("--repo", store, "op", "show", "4")
+    outside = sw.process("--repo", store, "op", "show", "4")
+    assert sw.transcript(inside) == sw.transcript(outside)
+    assert sys.executable  # the process ran with this interpreter's swarmctl
