@@ -159,3 +159,15 @@ def test_the_envelope_is_the_same_in_process_and_as_a_real_process(sw, store):
     outside = sw.process("--repo", store, "op", "show", "4")
     assert sw.transcript(inside) == sw.transcript(outside)
     assert sys.executable  # the process ran with this interpreter's swarmctl
+
+
+def test_the_command_word_finder_knows_every_global_option_that_takes_a_value():
+    import typer
+
+    from swarmctl.cli.app import GLOBAL_VALUE_OPTIONS, build, tools_for
+
+    root = typer.main.get_command(build([]))
+    takes_value = {opt for p in root.params if not getattr(p, "is_flag", False) for opt in p.opts + p.secondary_opts}
+    assert takes_value == GLOBAL_VALUE_OPTIONS
+    assert [t.name for t in tools_for(["-o", "table", "--repo", "op", "op", "log"])] == ["op_log"]
+    assert tools_for(["--help"]) is None and tools_for(["--version"]) == []
