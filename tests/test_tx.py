@@ -59,7 +59,7 @@ def test_a_transaction_from_begin_to_commit(store, golden):
     runs = [
         store.tx("status"),
         store.tx("begin"),
-        store.tx("set", "release/v1", notes[:8]),
+        store.tx("set", "release/v1", notes[:12]),
         store.tx("set", "hotfix", "main"),
         store.tx("delete", "main"),
         store.tx("undo"),
@@ -548,7 +548,7 @@ def test_commits_killed_at_random_times_are_all_or_nothing(store):
         _stage_many(store, targets)
         before, op = refs(store), newest_op(store)
         proc = _start(store, ALICE, "tx", "commit")
-        time.sleep(rng.uniform(0.05, 0.5))
+        time.sleep(rng.uniform(0.02, 0.4))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         now, status = refs(store), store.tx("status").result

@@ -18,7 +18,7 @@ from swarmctl.store import Move, queries, txs
 from swarmctl.tools.common import RefMove, resolve_changeset
 
 # Why every tx command, `tx status` too, needs --as: E_IDENTITY_REQUIRED says so.
-_WHY = "a transaction belongs to the actor that began it, so every tx command (tx status too) needs --as"
+_WHY = "every tx command, tx status too, acts on the calling actor's own transaction"
 
 TxState = Literal["Ready", "Active", "Conflicted"]
 
@@ -524,7 +524,7 @@ def _stage(w, tx: txs.Tx, name: str, new: str | None) -> TxStageResult:
     if tx.revision >= tx.max_revisions:
         raise SwarmError(
             "E_STATE",
-            f"tx {tx.tx} has {tx.revision} applied revisions, its bound (max {tx.max_revisions}); nothing was staged",
+            f"tx {tx.tx} is at its bound of {tx.max_revisions} staged revisions; nothing was staged",
             details={"tx": tx.tx, "revision": tx.revision, "max": tx.max_revisions},
             hint="Staged history is never dropped to make room: commit with `swarmctl tx commit`, take revisions back "
             "with `swarmctl tx undo`, or roll back. `swarmctl tx config --max-revisions N` raises the bound for "
