@@ -21,6 +21,8 @@ import pytest
 
 from conftest import build_golden_store, swarmctl_argv
 
+# Seeds the random tests (read here: the `sw` fixture clears SWARMCTL_* variables).
+SEED = int(os.environ.get("SWARMCTL_TEST_SEED", "20261130"))
 ALICE = "human/alice"
 AGENT = "agent/worker-17"
 
@@ -399,6 +401,66 @@ def test_the_op_undo_of_a_commit_is_refused_when_a_ref_moved_since(store):
     assert undo.error["details"]["conflicts"][0]["moved_by"] == [op + 1]
 
 
+def test_random_staging_sequences_match_a_model(store):
+    """Random set/delete/undo/redo sequences against a plain model of revisions: the status,
+    every refusal, and finally the refs after the commit agree with it."""
+    rng = random.Random(SEED)
+    targets = [store.ids["base"], store.ids["fix"]]
+    store.tx("config", "--max-revisions", "6")
+    for _round in range(6):
+        store_refs = refs(store)
+        revs: list[tuple[str, str | None]] = []
+        current, first_staged = 0, []
+        assert store.tx("begin").exit == 0
+        for _step in range(18):
+            staged = dict(revs[:current])
+            action = rng.choice(["set", "set", "delete", "undo", "redo"])
+            name = rng.choice(["main", "release/v1", "a", "b"])
+            if action in ("set", "delete"):
+                new = rng.choice(targets) if action == "set" else None
+                ran = store.tx("set", name, new[:12]) if new else store.tx("delete", name)
+                exists = staged[name] if name in staged else store_refs.get(name)
+                if action == "delete" and exists is None:
+                    assert ran.error["code"] == "E_NOT_FOUND"
+                elif current >= 6:
+                    assert ran.error["code"] == "E_STATE"
+                else:
+                    assert ran.exit == 0, ran.stdout
+                    revs, current = revs[:current] + [(name, new)], current + 1
+                    first_staged += [name] if name not in first_staged else []
+            elif action == "undo":
+                ran = store.tx("undo")
+                assert (ran.exit == 0) == (current > 0)
+                current -= ran.exit == 0
+            else:
+                ran = store.tx("redo")
+                assert (ran.exit == 0) == (current < len(revs))
+                current += ran.exit == 0
+            staged = dict(revs[:current])
+            expected = [
+                {"name": n, "old": store_refs.get(n), "new": staged[n]}
+                for n in first_staged
+                if n in staged and staged[n] != store_refs.get(n)
+            ]
+            status = store.tx("status").result
+            assert (status["revision"], status["revisions"], status["moves"]) == (current, len(revs), expected)
+        if expected:
+            assert store.tx("commit").exit == 0
+            moved = {m["name"]: m["new"] for m in expected}
+            assert refs(store) == {k: v for k, v in {**store_refs, **moved}.items() if v is not None}
+        else:
+            assert store.tx("commit").error["code"] == "E_STATE"
+            assert store.tx("rollback").exit == 0
+
+
+def test_concurrent_begins_by_one_actor_open_one_transaction(store):
+    procs = [_start(store, ALICE, "tx", "begin") for _ in range(4)]
+    envelopes = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    assert sorted("ok" if e["ok"] else e["error"]["code"] for e in envelopes) == ["E_STATE"] * 3 + ["ok"]
+    with _db(store) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM txs WHERE actor = ?", (ALICE,)).fetchone() == (1,)
+
+
 def test_annotations_and_descriptions(store):
     from swarmctl import registry
 
@@ -541,14 +603,19 @@ def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_op
 def test_commits_killed_at_random_times_are_all_or_nothing(store):
     """Real kills at random moments of `tx commit`: each leaves either the whole commit (op,
     every ref moved, transaction ended) or none of it (no op, no ref moved, transaction open)."""
-    rng = random.Random(int(os.environ.get("SWARMCTL_TEST_SEED", "20261130")))
+    rng = random.Random(SEED)
     outcomes = {"committed": 0, "not committed": 0}
+    # Kill times spread around how long a command takes here, so both outcomes occur.
+    started = time.perf_counter()
+    store.process("--repo", str(store.store), "--as", ALICE, "tx", "status")
+    lifetime = time.perf_counter() - started
     for round_ in range(8):
         targets = {f"r{round_}/{i}": store.ids["base"][:12] for i in range(6)}
         _stage_many(store, targets)
         before, op = refs(store), newest_op(store)
         proc = _start(store, ALICE, "tx", "commit")
-        time.sleep(rng.uniform(0.02, 0.4))
+        delay = rng.uniform(0.3, 1.3) * lifetime
+        time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         now, status = refs(store), store.tx("status").result
