@@ -120,10 +120,10 @@ def set_max_revisions(conn: sqlite3.Connection, value: int) -> None:
     )
 
 
-def begin(conn: sqlite3.Connection, actor: str, base_op: int, at: str) -> int:
+def begin(conn: sqlite3.Connection, actor: str, base_op: int, max_revisions: int, at: str) -> int:
     cur = conn.execute(
         "INSERT INTO txs(actor, state, base_op, revision, max_revisions, begun_at) VALUES (?, 'Active', ?, 0, ?, ?)",
-        (actor, base_op, max_revisions(conn), at),
+        (actor, base_op, max_revisions, at),
     )
     return cur.lastrowid
 

@@ -212,9 +212,8 @@ def tx_begin(ctx: Context, req: TxReq) -> TxBeginResult:
                 "`swarmctl tx commit` or discard it with `swarmctl tx rollback`.",
                 next=TX_STATUS.call(),
             )
-        base_op = queries.newest_op(w.conn)
-        tx = txs.begin(w.conn, actor, base_op, w.at)
-        limit = txs.max_revisions(w.conn)
+        base_op, limit = queries.newest_op(w.conn), txs.max_revisions(w.conn)
+        tx = txs.begin(w.conn, actor, base_op, limit, w.at)
     return TxBeginResult(tx=tx, state="Active", base_op=base_op, max=limit, begun_at=w.at)
 
 
@@ -282,10 +281,20 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
         tx = txs.open_tx(conn, actor)
         if tx is None:
             return TxStatusResult(
-                state="Ready", tx=None, base_op=None, begun_at=None, revision=0, revisions=0,
-                max=txs.max_revisions(conn), moves=[], can_undo=False, can_redo=False,
-                can_commit=False, moved=[], history=[],
-            )  # fmt: skip
+                state="Ready",
+                tx=None,
+                base_op=None,
+                begun_at=None,
+                revision=0,
+                revisions=0,
+                max=txs.max_revisions(conn),
+                moves=[],
+                can_undo=False,
+                can_redo=False,
+                can_commit=False,
+                moved=[],
+                history=[],
+            )
         revs = txs.revisions(conn, tx.tx)
         moves = txs.net_moves(conn, tx)
         return TxStatusResult(
@@ -379,8 +388,8 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
     All of them or none. The transaction then ends; `swarmctl op undo OP` takes the op back
     like any other.
 
-    If a staged ref moved in the store since its baseline: E_CAS_MISMATCH, nothing is written
-    to the refs, and the transaction becomes `Conflicted` and stays open (`error.details.conflicts`
+    If a staged ref moved in the store since its baseline: E_CAS_MISMATCH, no ref moves and no
+    op is written; the transaction becomes `Conflicted` and stays open (`error.details.conflicts`
     lists each ref with `expected`, `actual` and the ops that `moved_by` it). A Conflicted
     transaction can only be rolled back (`tx rollback`, then re-read the refs and begin again).
 
@@ -560,7 +569,7 @@ def _conflict_error(tx: txs.Tx, moved: list[TxMoved]) -> SwarmError:
     listed = ", ".join(m.name for m in moved)
     return SwarmError(
         "E_CAS_MISMATCH",
-        f"cannot commit tx {tx.tx}: {listed} moved in the store since staged; nothing was written",
+        f"cannot commit tx {tx.tx}: {listed} moved in the store since staged; no ref moved and no op was written",
         details={
             "tx": tx.tx,
             "state": "Conflicted",
