@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -499,6 +500,42 @@ def test_schemas_and_json_validation(store):
     assert caught.value.code == "E_INVALID_ARG"
     shown = store.ok("schema", "TxStatusResult")["schema"]
     assert list(shown["properties"])[:4] == ["state", "tx", "base_op", "begun_at"]
+
+
+def test_the_json_door_gives_the_envelopes_the_cli_gives(store):
+    """Each tx tool through runner.run_json (what MCP and `swarmctl call` use) on one store, and
+    the same step through the CLI on a twin store: equal envelopes but for the store's path."""
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    twin = store.tmp / "twin"
+    shutil.copytree(store.store, twin)
+    steps = [
+        ("tx_status", {}, ["status"]),
+        ("tx_begin", {}, ["begin"]),
+        ("tx_set", {"name": "release/v9", "target": "main"}, ["set", "release/v9", "main"]),
+        ("tx_delete", {"name": "main"}, ["delete", "main"]),
+        ("tx_undo", {}, ["undo"]),
+        ("tx_redo", {}, ["redo"]),
+        ("tx_status", {}, ["status"]),
+        ("tx_commit", {"message": "via json"}, ["commit", "-m", "via json"]),
+        ("tx_rollback", {}, ["rollback"]),
+        ("tx_config", {"max_revisions": 7}, ["config", "--max-revisions", "7"]),
+        ("tx_config", {"max_revisions": 0}, ["config", "--max-revisions", "0"]),
+    ]
+
+    def comparable(envelope: dict, repo: Path) -> str:
+        envelope = {**envelope, "meta": {**envelope["meta"], "elapsed_ms": 0}}
+        return store.normalize(json.dumps(envelope).replace(str(repo), "[repo]"))
+
+    for name, arguments, argv in steps:
+        via_json = runner.run_json(registry.get(name), arguments, Context(repo=str(twin), actor=ALICE))
+        via_cli = store.tx(*argv).envelope
+        if name == "tx_config" and arguments["max_revisions"] == 0:
+            # Both refuse; the JSON door's message comes from the schema's bounds.
+            assert via_json["error"]["code"] == via_cli["error"]["code"] == "E_INVALID_ARG"
+            continue
+        assert comparable(via_json, twin) == comparable(via_cli, store.store), name
 
 
 def test_status_table(store):
