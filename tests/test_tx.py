@@ -15,6 +15,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -481,8 +482,8 @@ def test_annotations_and_descriptions(store):
         "tx_rollback": ann(False, True, False),  # as the reference's transaction-rollback
         "tx_config": ann(False, False, True),
     }
-    rollback = registry.get("tx_rollback").description
-    for phrase in ("without\nchanging any ref", "cannot be restored with `tx redo`", "cannot undo an earlier\ncommit", "OutOfDate"):
+    rollback = " ".join(registry.get("tx_rollback").description.split())
+    for phrase in ("without changing any ref", "cannot be restored with `tx redo`", "cannot undo an earlier commit", "OutOfDate"):
         assert phrase in rollback
     for tool in registry.area("tx"):
         assert "E_IDENTITY_REQUIRED" in tool.description, tool.name
@@ -556,7 +557,7 @@ def test_op_log_does_not_import_the_tx_area(store):
         f"run(['--repo', {str(store.store)!r}, 'op', 'log', '-n', '1']); "
         "print('swarmctl.tools.tx' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)"
     )
-    proc = subprocess.run([str(Path(swarmctl_argv()[0]).parent / "python"), "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert proc.stderr.strip().splitlines()[-1] == "False False", proc.stderr
 
 
