@@ -21,6 +21,7 @@ AREAS: dict[str, str] = {
     "changeset": "swarmctl.tools.changeset",
     "ref": "swarmctl.tools.ref",
     "op": "swarmctl.tools.op",
+    "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
 }
 

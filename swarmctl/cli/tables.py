@@ -86,6 +86,73 @@ def _undo(console, result: dict[str, Any]) -> None:
         console.print(f"  {move['name']} → {_short(move['new'])}")
 
 
+def _tx_status(console, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if result["tx"] is None:
+        console.print(f"no open transaction (the next one may stage {result['max']} revisions)")
+        return
+    can = [word for word in ("undo", "redo", "commit") if result[f"can_{word}"]]
+    console.print(
+        f"tx {result['tx']}: [bold]{result['state']}[/], begun at op {result['base_op']}, "
+        f"revision {result['revision']} of {result['revisions']} (max {result['max']}); "
+        f"can {', '.join(can) if can else 'only roll back'}",
+        soft_wrap=True,
+    )
+    if not result["moves"]:
+        console.print("no applied revision changes a ref: nothing to commit")
+    moves = Table(title="a commit would move")
+    for column in ("ref", "baseline", "staged", "moved in the store by"):
+        moves.add_column(column)
+    moved = {m["name"]: m for m in result["moved"]}
+    for m in result["moves"]:
+        by = moved.get(m["name"])
+        mark = f"[red]op {', '.join(map(str, by['moved_by']))} (now {_short(by['actual'])})[/]" if by else ""
+        moves.add_row(m["name"], _short(m["old"]), _short(m["new"]) if m["new"] else "(deleted)", mark)
+    if result["moves"]:
+        console.print(moves)
+    history = Table(title="staged revisions")
+    for column in ("rev", "action", "ref", "target", "applied"):
+        history.add_column(column)
+    for rev in result["history"]:
+        style = None if rev["applied"] else "dim"
+        history.add_row(
+            str(rev["revision"]), rev["action"], rev["name"], _short(rev["new"]), "yes" if rev["applied"] else "undone",
+            style=style,
+        )
+    console.print(history)
+
+
+def _tx_stage(console, result: dict[str, Any]) -> None:
+    what = f"delete {result['name']}" if result["new"] is None else f"set {result['name']} to {_short(result['new'])}"
+    console.print(
+        f"tx {result['tx']} revision {result['revision']}/{result['max']}: {what} (baseline {_short(result['old'])})"
+    )
+    if result["dropped"]:
+        console.print(f"[yellow]discarded {result['dropped']} undone revision(s)[/]")
+
+
+def _tx_step(console, result: dict[str, Any]) -> None:
+    verb, rev = ("undid", result["undone"]) if "undone" in result else ("redid", result["redone"])
+    console.print(
+        f"tx {result['tx']}: {verb} revision {rev['revision']} ({rev['action']} {rev['name']}); "
+        f"now at revision {result['revision']} of {result['revisions']}"
+    )
+    console.print(_moves(result["moves"]) or "no staged moves apply")
+
+
+def _tx_commit(console, result: dict[str, Any]) -> None:
+    console.print(f"op {result['op']}: {result['description']}", soft_wrap=True)
+    console.print(_moves(result["ref_moves"]))
+    console.print(f"[dim]take it back with: swarmctl op undo {result['op']}[/]")
+
+
+def _tx_rollback(console, result: dict[str, Any]) -> None:
+    console.print(f"tx {result['tx']} rolled back ({result['discarded']} revision(s) discarded): {result['state']}")
+    if result["hint"]:
+        console.print(f"[yellow]{result['hint']}[/]", soft_wrap=True)
+
+
 def _generic(console, result: Any) -> None:
     from rich.pretty import Pretty
 
@@ -97,4 +164,11 @@ RENDERERS = {
     "demo": _demo,
     "ref_list": _refs,
     "undo": _undo,
+    "tx_status": _tx_status,
+    "tx_set": _tx_stage,
+    "tx_delete": _tx_stage,
+    "tx_undo": _tx_step,
+    "tx_redo": _tx_step,
+    "tx_commit": _tx_commit,
+    "tx_rollback": _tx_rollback,
 }

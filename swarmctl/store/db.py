@@ -223,11 +223,29 @@ class Store:
         try:
             writer = Writer(self.conn, actor, _next_time(self.conn))
             yield writer
+            if _FAULT in os.environ:
+                _pause_before_commit()
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
+
+
+# Fault injection, for tests that kill a process at a known point (CONTRIBUTING.md):
+# SWARMCTL_FAULT=pause-before-commit:PATH makes every write, once it has done all its work and
+# just before its COMMIT, write its pid to PATH and sleep, so the test can SIGKILL it there.
+_FAULT = "SWARMCTL_FAULT"
+
+
+def _pause_before_commit() -> None:
+    action, _, path = os.environ[_FAULT].partition(":")
+    if action != "pause-before-commit" or not path:
+        raise RuntimeError(f"{_FAULT} must be pause-before-commit:PATH, not {os.environ[_FAULT]!r}")
+    import time
+
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(600)
 
 
 def _next_time(conn: sqlite3.Connection) -> str:

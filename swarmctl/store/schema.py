@@ -62,3 +62,42 @@ CREATE TABLE refs (
     op     INTEGER NOT NULL REFERENCES ops(op)
 ) WITHOUT ROWID;
 """
+
+# Staged transactions (`swarmctl tx`, swarmctl/store/txs.py). Bookkeeping, not ops: these rows
+# change inside Store.write() like everything else, but only `tx commit` appends an op. A
+# transaction's row stays after it ends (Committed, with its op; or RolledBack) so a later
+# command can say what became of it; its revisions and baselines are deleted when it ends.
+# The partial unique index is the rule "one open transaction per actor per store".
+SCHEMA += """
+CREATE TABLE txs (
+    tx            INTEGER PRIMARY KEY,
+    actor         TEXT NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('Active', 'Conflicted', 'Committed', 'RolledBack')),
+    base_op       INTEGER NOT NULL REFERENCES ops(op),  -- the store's newest op at `tx begin`
+    revision      INTEGER NOT NULL DEFAULT 0,           -- current revision; 0: nothing applied
+    max_revisions INTEGER NOT NULL,                     -- the store's bound when it began
+    begun_at      TEXT NOT NULL,
+    ended_at      TEXT,
+    op            INTEGER REFERENCES ops(op)            -- the tx_commit op, once Committed
+);
+CREATE UNIQUE INDEX txs_open ON txs(actor) WHERE state IN ('Active', 'Conflicted');
+CREATE INDEX txs_actor ON txs(actor, tx);
+
+CREATE TABLE tx_revisions (
+    tx       INTEGER NOT NULL REFERENCES txs(tx),
+    revision INTEGER NOT NULL,  -- 1, 2, ...
+    name     TEXT NOT NULL,
+    new      TEXT REFERENCES changesets(id),  -- null: this revision deletes the ref
+    at       TEXT NOT NULL,
+    PRIMARY KEY (tx, revision)
+) WITHOUT ROWID;
+
+CREATE TABLE tx_baselines (
+    tx   INTEGER NOT NULL REFERENCES txs(tx),
+    name TEXT NOT NULL,
+    seq  INTEGER NOT NULL,                     -- order in which refs were first staged
+    old  TEXT REFERENCES changesets(id),       -- what the ref named when first staged; null: absent
+    op   INTEGER NOT NULL REFERENCES ops(op),  -- the store's newest op at that moment
+    PRIMARY KEY (tx, name)
+) WITHOUT ROWID;
+"""

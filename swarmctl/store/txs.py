@@ -1,0 +1,162 @@
+"""Staged transactions as rows: what `swarmctl tx` reads and writes (tables in schema.py).
+
+A transaction belongs to one actor; at most one is open (Active or Conflicted) per actor per
+store. Its revisions are the staged ref moves, numbered 1, 2, ...; `revision` is how many of
+them currently apply (undo lowers it, redo raises it, a new stage drops those above it). Its
+baselines are what each ref named when first staged: what `tx commit` compares and swaps
+against. None of this is an op; only the commit appends one.
+
+Reads take any connection; writes must run inside Store.write().
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import NamedTuple
+
+OPEN_STATES = ("Active", "Conflicted")
+DEFAULT_MAX_REVISIONS = 20
+MAX_REVISIONS_LIMIT = 1000  # the most a store may allow; what `tx config` accepts
+_SETTING = "tx.max_revisions"  # the store's bound, a row in `meta`
+
+
+class Tx(NamedTuple):
+    tx: int
+    actor: str
+    state: str
+    base_op: int
+    revision: int
+    max_revisions: int
+    begun_at: str
+    ended_at: str | None
+    op: int | None
+
+
+class Revision(NamedTuple):
+    revision: int
+    name: str
+    new: str | None  # None: the revision deletes the ref
+    at: str
+
+
+class Baseline(NamedTuple):
+    name: str
+    old: str | None  # None: the ref did not exist when first staged
+    op: int  # the store's newest op when it was recorded
+
+
+class StagedMove(NamedTuple):
+    name: str
+    old: str | None  # the baseline
+    new: str | None  # what the applied revisions leave it naming
+
+
+_TX_COLUMNS = "tx, actor, state, base_op, revision, max_revisions, begun_at, ended_at, op"
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+def open_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
+    row = conn.execute(
+        f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? AND state IN ('Active', 'Conflicted')", (actor,)
+    ).fetchone()
+    return Tx(*row) if row else None
+
+
+def last_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
+    """The actor's newest transaction, open or ended."""
+    row = conn.execute(
+        f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? ORDER BY tx DESC LIMIT 1", (actor,)
+    ).fetchone()
+    return Tx(*row) if row else None
+
+
+def revisions(conn: sqlite3.Connection, tx: int) -> list[Revision]:
+    rows = conn.execute("SELECT revision, name, new, at FROM tx_revisions WHERE tx = ? ORDER BY revision", (tx,))
+    return [Revision(*r) for r in rows]
+
+
+def baselines(conn: sqlite3.Connection, tx: int) -> dict[str, Baseline]:
+    """By ref name, in the order the refs were first staged."""
+    rows = conn.execute("SELECT name, old, op FROM tx_baselines WHERE tx = ? ORDER BY seq", (tx,))
+    return {r[0]: Baseline(*r) for r in rows}
+
+
+def staged_targets(revs: list[Revision], upto: int) -> dict[str, str | None]:
+    """What revisions 1..upto leave each staged ref naming (None: deleted)."""
+    staged: dict[str, str | None] = {}
+    for rev in revs:
+        if rev.revision > upto:
+            break
+        staged[rev.name] = rev.new
+    return staged
+
+
+def net_moves(conn: sqlite3.Connection, tx: Tx) -> list[StagedMove]:
+    """The moves a commit would make now: one per ref whose staged target differs from its
+    baseline, in the order the refs were first staged."""
+    staged = staged_targets(revisions(conn, tx.tx), tx.revision)
+    return [
+        StagedMove(name, base.old, staged[name])
+        for name, base in baselines(conn, tx.tx).items()
+        if name in staged and staged[name] != base.old
+    ]
+
+
+def max_revisions(conn: sqlite3.Connection) -> int:
+    """The store's bound on staged revisions, for transactions begun from now on."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_SETTING,)).fetchone()
+    return int(row[0]) if row else DEFAULT_MAX_REVISIONS
+
+
+# --- writes (inside Store.write) -------------------------------------------------------------
+
+
+def set_max_revisions(conn: sqlite3.Connection, value: int) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (_SETTING, str(value)),
+    )
+
+
+def begin(conn: sqlite3.Connection, actor: str, base_op: int, max_revisions: int, at: str) -> int:
+    cur = conn.execute(
+        "INSERT INTO txs(actor, state, base_op, revision, max_revisions, begun_at) VALUES (?, 'Active', ?, 0, ?, ?)",
+        (actor, base_op, max_revisions, at),
+    )
+    return cur.lastrowid
+
+
+def stage(conn: sqlite3.Connection, tx: Tx, name: str, new: str | None, at: str, current: str | None, newest_op: int) -> int:
+    """Stage one revision after the current one, dropping any above it (the redo branch).
+    `current` is what the ref names in the store now: its baseline, if this is its first stage.
+    Returns how many revisions were dropped."""
+    dropped = conn.execute("DELETE FROM tx_revisions WHERE tx = ? AND revision > ?", (tx.tx, tx.revision)).rowcount
+    revision = tx.revision + 1
+    conn.execute(
+        "INSERT INTO tx_revisions(tx, revision, name, new, at) VALUES (?, ?, ?, ?, ?)", (tx.tx, revision, name, new, at)
+    )
+    conn.execute(
+        "INSERT INTO tx_baselines(tx, name, seq, old, op) "
+        "SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM tx_baselines WHERE tx = ? "
+        "ON CONFLICT(tx, name) DO NOTHING",
+        (tx.tx, name, current, newest_op, tx.tx),
+    )
+    set_revision(conn, tx.tx, revision)
+    return dropped
+
+
+def set_revision(conn: sqlite3.Connection, tx: int, revision: int) -> None:
+    conn.execute("UPDATE txs SET revision = ? WHERE tx = ?", (revision, tx))
+
+
+def mark_conflicted(conn: sqlite3.Connection, tx: int) -> None:
+    conn.execute("UPDATE txs SET state = 'Conflicted' WHERE tx = ?", (tx,))
+
+
+def end(conn: sqlite3.Connection, tx: int, state: str, at: str, op: int | None = None) -> None:
+    """End a transaction (Committed or RolledBack): its staged revisions and baselines go."""
+    conn.execute("DELETE FROM tx_revisions WHERE tx = ?", (tx,))
+    conn.execute("DELETE FROM tx_baselines WHERE tx = ?", (tx,))
+    conn.execute("UPDATE txs SET state = ?, ended_at = ?, op = ? WHERE tx = ?", (state, at, op, tx))
