@@ -22,6 +22,7 @@ AREAS: dict[str, str] = {
     "ref": "swarmctl.tools.ref",
     "op": "swarmctl.tools.op",
     "schema": "swarmctl.tools.schema",
+    "workflow": "swarmctl.tools.workflow",
 }
 
 
