@@ -60,7 +60,14 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any]) -> No
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
-        envelope = runner.run(tool, request, ctx)
+        from swarmctl.cli.progress import StepProgress
+
+        ctx.progress = StepProgress.for_stderr()
+        try:
+            envelope = runner.run(tool, request, ctx)
+        finally:
+            if ctx.progress is not None:
+                ctx.progress.close()
     emit(envelope, globals_, tool)
     raise typer.Exit(exit_status(envelope))
 
