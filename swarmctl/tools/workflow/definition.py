@@ -202,8 +202,8 @@ def _argv(value: Any, step: str, key: str) -> list[str]:
     for i, a in enumerate(value):
         _check_references(a, step, f"{key}[{i}]")
     for i, flag in secrets.secret_assignments(value):
-        key, sep, after = value[i].partition("=")
-        held = after if sep and key == flag else value[i]  # `--token=V` or `TOKEN=V`, else the word after `--token`
+        before, sep, after = value[i].partition("=")
+        held = after if sep and before == flag else value[i]  # `--token=V` or `TOKEN=V`, else the word after `--token`
         if not only_references(held):
             raise invalid(
                 f"step {step}: `{key}` passes a literal secret after {flag!r}; take it from the environment "

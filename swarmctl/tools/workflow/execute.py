@@ -81,6 +81,7 @@ class Executor:
             if step.kind == "approval":
                 with self.store.write(self.actor) as w:
                     self.owned(w)
+                    records.set_step(w, self.wf.id, step.idx, started_at=w.at)
                     records.release(w, self.wf.id, "awaiting_approval", cursor=step.idx)
                 self.wf.state = "awaiting_approval"
                 return None
