@@ -560,10 +560,10 @@ def _resume_point(wf: Any, retry_name: str | None) -> Any:
         stuck = next((s for s in wf.steps if s.status in ("failed", "interrupted")), None)
         if stuck is not None:
             if retry_name != stuck.name:
-                why = "its effect is unknown" if stuck.status == "interrupted" else "it failed"
+                why = "was interrupted (its effect is unknown)" if stuck.status == "interrupted" else "failed"
                 raise SwarmError(
                     "E_STATE",
-                    f"workflow {wf.id} stopped at step {stuck.name} ({stuck.status}: {why}); resume re-runs it only with --retry {stuck.name}",
+                    f"workflow {wf.id} stopped at step {stuck.name}, which {why}; resume re-runs it only with --retry {stuck.name}",
                     details={"workflow": wf.id, "step": stuck.name, "status": stuck.status, "retry": retry_name},
                     hint="Check what the step did; then resume with --retry, or roll the workflow back.",
                     next=RESUME.call(workflow=wf.id, retry=stuck.name),
@@ -670,7 +670,11 @@ def _next_calls(wf: Any, waiting: str | None) -> list[dict[str, Any]]:
     if state == "awaiting_approval":
         gate = wf.steps[wf.cursor - 1]
         return [_call(RESUME, wf.id)] if gate.approved_by else [_call(APPROVE, wf.id)]
-    if state in ("failed", "rollback_failed"):
+    if state == "failed":
+        stuck = next((s for s in wf.steps if s.observed in ("failed", "interrupted")), None)
+        retry = [RESUME.call(workflow=wf.id, retry=stuck.name)] if stuck is not None else []
+        return [_call(ROLLBACK, wf.id), *retry]
+    if state == "rollback_failed":
         return [_call(ROLLBACK, wf.id)]
     if state == "completed":
         return [ROLLBACK.call(workflow=wf.id, include_completed=True)]
