@@ -448,7 +448,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
             f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
             details={"workflow": wf.id, "preview_id": preview_id, "refusals": br["blockers"]},
             hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=ROLLBACK.call(workflow=wf.id),
+            next=_preview_call(wf.id, req),
         )
     me = process.me()
     with store.write(actor) as w:
@@ -460,7 +460,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
                 f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
                 details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
                 hint="Another process acted on it, perhaps another rollback. Preview again.",
-                next=ROLLBACK.call(workflow=wf.id),
+                next=_preview_call(wf.id, req),
             )
         records.settle(w, wf)
         records.claim(w, wf.id, "rolling_back", me, rollback_by=actor, rollback_at=w.at)
@@ -685,14 +685,26 @@ def _call(tool: Tool, wf_id: str) -> dict[str, Any]:
     return tool.call(workflow=wf_id)
 
 
+def _preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
+    """The preview that goes with a refused confirmation: the same call without --confirm."""
+    flags: dict[str, Any] = {}
+    if req.acknowledge_unknown_effects:
+        flags["acknowledge_unknown_effects"] = req.acknowledge_unknown_effects
+    if req.include_completed:
+        flags["include_completed"] = True
+    return ROLLBACK.call(workflow=wf_id, **flags)
+
+
 def _preview_hint(wf_id: str, preview_id: str, br: dict[str, Any]) -> str:
     if br["blockers"]:
         return "Confirming would be refused: see blockers. Nothing was changed."
     n = br["counts"]["would_roll_back"]
+    failing = sum(1 for e in br["would_roll_back"] if e["predicted"]["outcome"] == "fails")
+    warning = f"; {failing} of them predicted to fail, see `predicted`" if failing else ""
     return (
         f"Nothing was changed. Show this to the user; if they agree, confirm with "
         f"`swarmctl workflow rollback {wf_id} --confirm --expect-preview {preview_id}` "
-        f"({n} step(s) would be undone)."
+        f"({n} step(s) would be undone{warning})."
     )
 
 
