@@ -52,8 +52,9 @@ def compute(
 ) -> dict[str, Any]:
     """The blast radius as it goes into the envelope, `preview_id` included (see module doc)."""
     lists: dict[str, list[dict[str, Any]]] = {name: [] for name in LISTS}
+    programs: dict[str, str | None] = {}  # each rollback program is looked up once
     for step in reversed(wf.steps):  # last first, in every list
-        where, entry = _place(conn, wf, step, actor, at)
+        where, entry = _place(conn, wf, step, actor, at, programs)
         lists[where].append(entry)
     acknowledge_all = ALL in acknowledged
     for entry in lists["unknown_effects"]:
@@ -86,7 +87,9 @@ def _entry(step: Step, **more: Any) -> dict[str, Any]:
     return {"step": step.name, "index": step.idx, "kind": step.kind, "status": step.observed, **more}
 
 
-def _place(conn: sqlite3.Connection, wf: Workflow, step: Step, actor: str, at: str) -> tuple[str, dict[str, Any]]:
+def _place(
+    conn: sqlite3.Connection, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None]
+) -> tuple[str, dict[str, Any]]:
     status = step.observed
     if step.problems or status not in STEP_STATUSES or step.kind not in definition.KINDS:
         # Unreadable or unknown: its effect cannot be told, and a blocker says so.
@@ -109,7 +112,10 @@ def _place(conn: sqlite3.Connection, wf: Workflow, step: Step, actor: str, at: s
         if not step.spec.get("rollback"):
             return "left_in_place", _entry(step, reason="the command has no rollback: it stays applied")
         undo = {"command": redact_argv(step.spec["rollback"]), "timeout_s": definition.plain_number(step.spec["timeout_s"])}
-        problem = process.program_problem(step.spec["rollback"][0], Path(wf.base_dir), _path_env())
+        program = step.spec["rollback"][0]
+        if program not in programs:
+            programs[program] = process.program_problem(program, Path(wf.base_dir), _path_env())
+        problem = programs[program]
         predicted = {"outcome": "fails", "message": problem} if problem else {"outcome": "not_predicted"}
         return "would_roll_back", _entry(step, undo=undo, predicted=predicted, retry=status == "rollback_failed")
     if step.op is None:

@@ -196,8 +196,9 @@ class Executor:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
         rest. Returns one result per step."""
         results = []
+        by_name = {s.name: s for s in self.wf.steps}
         for position, entry in enumerate(entries, start=1):
-            step = self.wf.step(entry["step"])
+            step = by_name[entry["step"]]
             self._report("rollback", "start", step, position, len(entries))
             if step.kind == "run":
                 result = self._undo_command(step)
