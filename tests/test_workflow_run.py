@@ -157,11 +157,16 @@ def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, gol
     proc = kit.popen("workflow", "run", "flow.toml")
     try:
         kit.wait_for_mark("deploy", proc)
+        wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+        live = kit("workflow", "status", wf, actor=None).result
+        # The store is not locked while the command runs: others write without waiting.
+        other = kit("ref", "set", "elsewhere", kit.c1, "--create", env={"SWARMCTL_LOCK_TIMEOUT": "0.5"})
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
         kit.kill_hung("deploy")
-    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    assert (live["workflow"]["state"], live["steps"][1]["status"], live["workflow"]["owner"]["alive"]) == ("running", "running", True)
+    assert other.exit == 0 and other.result["op"] == 5
     status = kit("workflow", "status", wf, actor=None)
     listed = kit("workflow", "list", actor=None)
     resume = kit("workflow", "resume", wf)
@@ -274,3 +279,22 @@ def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_t
     # Not on a terminal: nothing at all on stderr.
     plain = kit.process("workflow", "run", "flow.toml")
     assert plain.exit == 0 and plain.stderr == ""
+
+
+def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./hang.sh", "deploy"]\n')
+    proc = kit.popen("workflow", "run", "flow.toml")
+    try:
+        kit.wait_for_mark("deploy", proc)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+    finally:
+        kit.kill_hung("deploy")
+    assert proc.returncode == 130
+    pid = int((kit.dir / "deploy.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the command outlived Ctrl-C"
+    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    status = kit("workflow", "status", wf, actor=None).result
+    assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
+    assert (status["steps"][0]["status"], status["steps"][0]["interrupted_during"]) == ("interrupted", "run")

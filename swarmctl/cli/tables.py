@@ -101,6 +101,8 @@ def _step_detail(step: dict[str, Any]) -> str:
     parts = []
     if step.get("op"):
         parts.append(f"op {step['op']}")
+    elif step["kind"] in ("ref_set", "ref_delete") and step["status"] not in ("pending", "skipped", "failed"):
+        parts.append("no change: the ref already was as the step wants it")
     if step.get("approved_by"):
         parts.append(f"approved by {step['approved_by']}")
     result = step.get("result") or {}
