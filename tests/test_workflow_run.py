@@ -248,6 +248,8 @@ def test_env_values_never_reach_the_store_nor_any_output(sw):
     assert leak["result"]["stdout_tail"] == "token is ***\n"
     assert leak["result"]["stderr_tail"] == "DEPLOY_TOKEN=***\n"
     assert leak["definition"]["env"] == {"DEPLOY_TOKEN": "***", "PASSWORD": "***"}
+    undo = outputs[4].result["results"][0]
+    assert undo["stdout_tail"] == "token is ***\n" and undo["stderr_tail"] == "DEPLOY_TOKEN=***\n"
     assert leak["status"] == "rolled_back"
     keeper.close()
 
@@ -298,3 +300,13 @@ def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
     status = kit("workflow", "status", wf, actor=None).result
     assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
     assert (status["steps"][0]["status"], status["steps"][0]["interrupted_during"]) == ("interrupted", "run")
+
+
+def test_a_secret_a_command_prints_as_key_value_is_masked_before_it_is_stored(sw):
+    kit = Kit(sw)
+    (kit.dir / "chatty.sh").write_text("#!/bin/sh\necho 'connecting with API_KEY=kv-literal-0042 to eu'\n")
+    (kit.dir / "chatty.sh").chmod(0o755)
+    ran, wf = kit.run('name = "w"\n[[step]]\nname = "chatty"\nrun = ["./chatty.sh"]\n')
+    assert ran.result["steps"][0]["result"]["stdout_tail"] == "connecting with API_KEY=*** to eu\n"
+    kit("workflow", "status", wf, actor=None)  # a read, to be sure the store is closed and flushed
+    assert b"kv-literal-0042" not in kit.db_bytes()

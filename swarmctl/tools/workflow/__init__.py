@@ -476,7 +476,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
         else "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
     )
     return {"action": "rolled_back", "preview_id": preview_id, "blast_radius": br, "hint": hint,
-            "state": state, "results": results, "acknowledged": acknowledged}
+            "state": state, "results": [_public_outcome(r) for r in results], "acknowledged": acknowledged}
 
 
 # --- helpers ---------------------------------------------------------------------------------

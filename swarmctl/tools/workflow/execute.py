@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.secrets import scrub_values
+from swarmctl.secrets import redact_text, scrub_values
 from swarmctl.store import Move, Store, Writer
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
@@ -177,17 +177,22 @@ class Executor:
             raise
 
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
-        """What is kept of a command's run: never a value that came from `${env:...}`."""
+        """What is kept of a command's run: never a value that came from `${env:...}`, nor one
+        it printed as `SECRET_KEY=value`."""
         hidden = definition.resolved_values(step.spec, self.environ)
+
+        def clean(text: str | None) -> str | None:
+            return redact_text(scrub_values(text, hidden))
+
         return {
             "exit_code": outcome.exit_code,
             "signal": outcome.signal,
             "timed_out": outcome.timed_out,
             "duration_ms": outcome.duration_ms,
-            "stdout_tail": scrub_values(outcome.stdout_tail, hidden),
-            "stderr_tail": scrub_values(outcome.stderr_tail, hidden),
-            "error": scrub_values(outcome.error, hidden),
-            "summary": scrub_values(outcome.summary(), hidden),
+            "stdout_tail": clean(outcome.stdout_tail),
+            "stderr_tail": clean(outcome.stderr_tail),
+            "error": clean(outcome.error),
+            "summary": clean(outcome.summary()),
         }
 
     # --- rolling back ------------------------------------------------------------------------
