@@ -5,10 +5,8 @@ The command steps are real scripts (tests/wfkit.py) that append to marks.log, so
 sees which undos ran, in which order and how many times.
 """
 
-import json
 import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest

@@ -4,7 +4,6 @@ reused pid), `${env:...}` references, the blast radius's fingerprint, command ta
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from swarmctl.tools.workflow import blast_radius, definition, process
 

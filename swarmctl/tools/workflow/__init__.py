@@ -1,11 +1,22 @@
 """Workflows: `workflow run`, `status`, `list`, `approve`, `resume`, `cancel`, `rollback` and
 `show-definition`.
 
-A workflow is a sequence of steps defined in a TOML file (definition.py), run and recorded by
-swarmctl (execute.py), kept in the store (records.py) and rolled back after a preview of its
-blast radius (blast_radius.py). This module holds the request and result types, the tool
-functions (whose docstrings are the help text) and the registry entries. Every result and
-error leaves through `_public`, which redacts secrets (swarmctl/secrets.py).
+A workflow is a sequence of steps defined in a TOML file, run and recorded by swarmctl, and
+rolled back after a preview of its blast radius. Where each part lives:
+
+    definition.py    the TOML format: checking it strictly, `${env:...}`, writing it back
+    records.py       the rows in the store, and what a saved state means now (liveness)
+    process.py       pids and their start times; running a command with a timeout
+    execute.py       carrying out steps: running forward, undoing in a rollback
+    blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
+    guards.py        the rules of approve, resume and cancel
+    models.py        request and result types
+    views.py         the status view, next calls, preview hints
+
+This module holds the tool functions (whose docstrings are the help text) and the registry
+entries. Every result and error leaves through `_public`, which redacts secrets
+(swarmctl/secrets.py). The CLI, `swarmctl call` and MCP all call these functions, so every
+safety rule here holds at every door.
 
 States of a workflow: pending (created, no step started), running, awaiting_approval (stopped
 at a gate, approved or not), completed, failed, rolling_back, rolled_back, rollback_failed,
@@ -17,199 +28,29 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Any, Callable
 
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, Range, Tool, arg, plain, request_type, result_type
-
-WorkflowState = Literal[
-    "pending", "running", "awaiting_approval", "completed", "failed",
-    "rolling_back", "rolled_back", "rollback_failed", "cancelled",
-]
-
-
-# --- result types ----------------------------------------------------------------------------
-
-
-@result_type
-class WorkflowInfo:
-    id: str
-    name: str
-    description: str | None
-    state: str
-    source: str
-    base_dir: str
-    created_by: str
-    created_at: str
-    updated_at: str
-    waiting_at: str | None  # the gate it is stopped at (awaiting_approval)
-    owner: dict[str, Any] | None  # the process acting on it: pid, actor, alive
-    rollback_by: str | None
-    rollback_at: str | None
-
-
-@result_type
-class StepView:
-    index: int
-    name: str
-    kind: str
-    status: str
-    attempts: int
-    started_at: str | None
-    finished_at: str | None
-    op: int | None
-    approved_by: str | None
-    approved_at: str | None
-    undo_op: int | None
-    interrupted_during: str | None
-    definition: dict[str, Any] | None
-    result: dict[str, Any] | None
-    undo_result: dict[str, Any] | None
-
-
-@result_type
-class WorkflowStatus:
-    workflow: WorkflowInfo
-    steps: list[StepView]
-    counts: dict[str, int]
-    next: list[dict[str, Any]]
-
-
-@result_type
-class WorkflowSummary:
-    id: str
-    name: str
-    state: str
-    steps: int
-    done: int
-    created_by: str
-    created_at: str
-    updated_at: str
-
-
-@result_type
-class WorkflowListResult:
-    workflows: list[WorkflowSummary]
-    has_more: bool
-
-
-@result_type
-class WorkflowApproveResult:
-    workflow: str
-    step: str
-    approved_by: str
-    approved_at: str
-    already_approved: bool
-    state: str
-    next: list[dict[str, Any]]
-
-
-@result_type
-class WorkflowCancelResult:
-    workflow: str
-    state: str
-    skipped: list[str]
-    left_applied: list[str]
-    hint: str
-
-
-@result_type
-class WorkflowDefinitionResult:
-    workflow: str
-    source: str
-    toml: str
-
-
-@result_type
-class WorkflowRollbackResult:
-    """A preview has the first four keys only; a confirmed rollback has them all."""
-
-    action: Literal["preview", "rolled_back"]
-    preview_id: str
-    blast_radius: dict[str, Any]
-    hint: str
-    state: str | None = None
-    results: list[dict[str, Any]] | None = None
-    acknowledged: list[str] | None = None
-
-
-# --- requests --------------------------------------------------------------------------------
-
-_WORKFLOW = Cli(positional=True, metavar="ID", complete="workflows")
-
-
-def _workflow_arg(what: str) -> Any:
-    return arg(description=f"{what}: its id (wf-...) or a unique prefix of it.", cli=_WORKFLOW, min_length=1)
-
-
-@request_type
-class WorkflowRunReq:
-    file: str = arg(
-        description="The workflow's TOML file. Relative command paths in it resolve against its directory.",
-        cli=Cli(positional=True, metavar="FILE"),
-        min_length=1,
-    )
-
-
-@request_type
-class WorkflowStatusReq:
-    workflow: str = _workflow_arg("The workflow")
-
-
-@request_type
-class WorkflowListReq:
-    state: WorkflowState | None = arg(None, description="Only workflows in this state.")
-    limit: Annotated[int, Range(1, 1000)] = arg(50, description="How many workflows at most, newest first.", cli=Cli(flags=("-n", "--limit")))
-
-
-@request_type
-class WorkflowApproveReq:
-    workflow: str = _workflow_arg("The workflow waiting for approval")
-    step: str | None = arg(
-        None,
-        description="The gate to approve; default: the one the workflow waits at. Naming it guards against approving the wrong gate.",
-        cli=Cli(metavar="STEP", complete="steps"),
-    )
-
-
-@request_type
-class WorkflowResumeReq:
-    workflow: str = _workflow_arg("The workflow to continue")
-    retry: str | None = arg(
-        None,
-        description="Re-run this failed or interrupted step (an interrupted step's effect is unknown: check first).",
-        cli=Cli(metavar="STEP", complete="steps"),
-    )
-
-
-@request_type
-class WorkflowCancelReq:
-    workflow: str = _workflow_arg("The workflow to cancel")
-
-
-@request_type
-class WorkflowShowDefinitionReq:
-    workflow: str = _workflow_arg("The workflow")
-
-
-@request_type
-class WorkflowRollbackReq:
-    workflow: str = _workflow_arg("The workflow to roll back")
-    confirm: bool = arg(False, description="Act. Without it: only preview the blast radius and change nothing.")
-    acknowledge_unknown_effects: list[str] = arg(
-        default_factory=list,
-        description="A step listed under unknown_effects whose effect you have checked in the target system, "
-        "or `all` (repeatable). Acknowledged steps are not undone.",
-        cli=Cli(flags=("--acknowledge-unknown-effects",), metavar="STEP|all", complete="steps"),
-    )
-    expect_preview: str | None = arg(
-        None,
-        description="The preview_id you reviewed: refuse (E_REFUSED) if the blast radius changed since.",
-        cli=Cli(metavar="PREVIEW_ID"),
-    )
-    include_completed: bool = arg(False, description="Allow rolling back a workflow that completed.")
+from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow import guards, views
+from swarmctl.tools.workflow.models import (
+    WorkflowApproveReq,
+    WorkflowApproveResult,
+    WorkflowCancelReq,
+    WorkflowCancelResult,
+    WorkflowDefinitionResult,
+    WorkflowListReq,
+    WorkflowListResult,
+    WorkflowResumeReq,
+    WorkflowRollbackReq,
+    WorkflowRollbackResult,
+    WorkflowRunReq,
+    WorkflowShowDefinitionReq,
+    WorkflowStatus,
+    WorkflowStatusReq,
+    WorkflowSummary,
+)
 
 
 # --- the door-independent guard: every output redacted ---------------------------------------
@@ -255,7 +96,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     actor = ctx.require_actor()
     path = (ctx.cwd / req.file).absolute()
     spec = definition.load(path)
-    _require_env(spec["steps"])
+    guards.require_env(spec["steps"])
     store = ctx.store()
     me = process.me()
     with store.write(actor) as w:
@@ -266,7 +107,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
-    return _after_run(ctx, wf_id, failed)
+    return views.after_run(ctx, wf_id, failed)
 
 
 @_public
@@ -281,7 +122,7 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
 
     with ctx.store().read() as conn:
         wf = records.load(conn, _resolve(ctx, conn, req.workflow))
-    return _status(wf)
+    return views.status_view(wf)
 
 
 @_public
@@ -308,12 +149,12 @@ def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveRe
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
-        gate = _gate_to_approve(wf, req.step)
+        gate = guards.gate_to_approve(wf, req.step)
         if gate.approved_by:
-            return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [_call(RESUME, wf.id)])
+            return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [RESUME.call(workflow=wf.id)])
         records.set_step(w, wf.id, gate.idx, status="success", approved_by=actor, approved_at=w.at, finished_at=w.at)
         at = w.at
-    return WorkflowApproveResult(wf.id, gate.name, actor, at, False, wf.observed, [_call(RESUME, wf.id)])
+    return WorkflowApproveResult(wf.id, gate.name, actor, at, False, wf.observed, [RESUME.call(workflow=wf.id)])
 
 
 @_public
@@ -334,15 +175,15 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     with store.write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
         records.settle(w, wf)
-        retry = _resume_point(wf, req.retry)
-        _require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
+        retry = guards.resume_point(wf, req.retry)
+        guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
         records.claim(w, wf.id, "running", process.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
-    return _after_run(ctx, wf.id, failed)
+    return views.after_run(ctx, wf.id, failed)
 
 
 @_public
@@ -358,7 +199,7 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
         records.settle(w, wf)
-        _not_held(wf)
+        guards.not_held(wf)
         if wf.state not in ("pending", "awaiting_approval", "failed"):
             raise SwarmError(
                 "E_STATE",
@@ -433,14 +274,14 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
     store = ctx.store()
     with store.read() as conn:
         wf = records.load(conn, _resolve(ctx, conn, req.workflow))
-        _check_acknowledged(wf, req.acknowledge_unknown_effects)
+        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
         radius = blast_radius.compute(
             conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
             include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
         )
     preview_id, br = radius["preview_id"], radius["blast_radius"]
     if not req.confirm:
-        return {"action": "preview", "preview_id": preview_id, "blast_radius": br, "hint": _preview_hint(wf.id, preview_id, br)}
+        return {"action": "preview", "preview_id": preview_id, "blast_radius": br, "hint": views.preview_hint(wf.id, preview_id, br)}
     if br["blockers"]:
         codes = ", ".join(dict.fromkeys(b["code"] for b in br["blockers"]))
         raise SwarmError(
@@ -448,7 +289,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
             f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
             details={"workflow": wf.id, "preview_id": preview_id, "refusals": br["blockers"]},
             hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=_preview_call(wf.id, req),
+            next=views.preview_call(wf.id, req),
         )
     me = process.me()
     with store.write(actor) as w:
@@ -460,7 +301,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
                 f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
                 details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
                 hint="Another process acted on it, perhaps another rollback. Preview again.",
-                next=_preview_call(wf.id, req),
+                next=views.preview_call(wf.id, req),
             )
         records.settle(w, wf)
         records.claim(w, wf.id, "rolling_back", me, rollback_by=actor, rollback_at=w.at)
@@ -476,7 +317,7 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
         else "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
     )
     return {"action": "rolled_back", "preview_id": preview_id, "blast_radius": br, "hint": hint,
-            "state": state, "results": [_public_outcome(r) for r in results], "acknowledged": acknowledged}
+            "state": state, "results": [views.public_outcome(r) for r in results], "acknowledged": acknowledged}
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -488,224 +329,6 @@ def _resolve(ctx: Context, conn: Any, given: str) -> str:
     wf_id = records.resolve_id(conn, given)
     ctx.resolve(given, wf_id)
     return wf_id
-
-
-def _require_env(steps: list[dict[str, Any]]) -> None:
-    """Every `${env:NAME}` the steps to run refer to must be set: checked before anything runs."""
-    from swarmctl.tools.workflow import definition
-
-    for step in steps:
-        missing = definition.missing_references(step, os.environ) if step and step["kind"] == "run" else []
-        if missing:
-            raise SwarmError(
-                "E_INVALID_ARG",
-                f"step {step['name']} refers to {', '.join('${env:' + m + '}' for m in missing)}, which is not set; nothing was run",
-                details={"step": step["name"], "variables": missing},
-                hint="Set the variables in the environment of swarmctl and run again.",
-            )
-
-
-def _not_held(wf: Any) -> None:
-    from swarmctl.tools.workflow import records
-
-    if records.held_by_other(wf):
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} is {wf.state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
-            details={"workflow": wf.id, "state": wf.state, "owner": records.owner_view(wf)},
-            hint="Wait for it to finish; `swarmctl workflow status` shows its progress.",
-        )
-
-
-def _gate_to_approve(wf: Any, name: str | None) -> Any:
-    if name is not None:
-        step = wf.step(name)
-        if step is None:
-            raise SwarmError("E_NOT_FOUND", f"workflow {wf.id} has no step {name}", details={"workflow": wf.id, "step": name})
-        if step.kind != "approval":
-            raise SwarmError("E_INVALID_ARG", f"step {name} is not an approval gate", details={"workflow": wf.id, "step": name})
-        if step.approved_by:
-            return step
-    if wf.observed != "awaiting_approval" or wf.cursor is None:
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} is {wf.observed}, not waiting for an approval",
-            details={"workflow": wf.id, "state": wf.observed},
-        )
-    gate = wf.steps[wf.cursor - 1]
-    if name is not None and gate.name != name:
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} waits at gate {gate.name}, not at {name}",
-            details={"workflow": wf.id, "waiting_at": gate.name, "step": name},
-        )
-    return gate
-
-
-def _resume_point(wf: Any, retry_name: str | None) -> Any:
-    """The step to re-run (or None), after checking the workflow may continue at all."""
-    _not_held(wf)
-    state = wf.state
-    if state == "awaiting_approval":
-        gate = wf.steps[wf.cursor - 1]
-        if not gate.approved_by:
-            raise SwarmError(
-                "E_STATE",
-                f"workflow {wf.id} waits for approval at {gate.name}: {gate.spec.get('approval')}",
-                details={"workflow": wf.id, "waiting_at": gate.name},
-                hint="An approver calls `workflow approve` first.",
-                next=APPROVE.call(workflow=wf.id),
-            )
-    elif state == "failed":
-        stuck = next((s for s in wf.steps if s.status in ("failed", "interrupted")), None)
-        if stuck is not None:
-            if retry_name != stuck.name:
-                why = "was interrupted (its effect is unknown)" if stuck.status == "interrupted" else "failed"
-                raise SwarmError(
-                    "E_STATE",
-                    f"workflow {wf.id} stopped at step {stuck.name}, which {why}; resume re-runs it only with --retry {stuck.name}",
-                    details={"workflow": wf.id, "step": stuck.name, "status": stuck.status, "retry": retry_name},
-                    hint="Check what the step did; then resume with --retry, or roll the workflow back.",
-                    next=RESUME.call(workflow=wf.id, retry=stuck.name),
-                )
-            return stuck
-    elif state != "pending":
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} is {state}: nothing to resume",
-            details={"workflow": wf.id, "state": state},
-        )
-    if retry_name is not None:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--retry {retry_name}: no failed or interrupted step {retry_name} to re-run",
-            details={"workflow": wf.id, "retry": retry_name},
-        )
-    return None
-
-
-def _check_acknowledged(wf: Any, names_given: list[str]) -> None:
-    unknown = [n for n in names_given if n != "all" and wf.step(n) is None]
-    if unknown:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--acknowledge-unknown-effects: workflow {wf.id} has no step {unknown[0]}",
-            details={"workflow": wf.id, "steps": unknown, "known": [s.name for s in wf.steps]},
-        )
-
-
-def _after_run(ctx: Context, wf_id: str, failed: Any) -> WorkflowStatus:
-    from swarmctl.tools.workflow import records
-
-    with ctx.store().read() as conn:
-        wf = records.load(conn, wf_id)
-    view = _status(wf)
-    if failed is not None:
-        from swarmctl import secrets
-
-        step = next(s for s in view.steps if s.name == failed.name)
-        raise SwarmError(
-            "E_STEP_FAILED",
-            f"workflow {wf_id} failed at step {failed.name}: {_failure_summary(failed)}",
-            details={"workflow": wf_id, "state": wf.observed, "step": failed.name, "index": failed.idx,
-                     "result": secrets.redact(step.result)},
-            hint="`workflow status` shows every step; preview a rollback, or fix the cause and `workflow resume --retry STEP`.",
-            next=ROLLBACK.call(workflow=wf_id),
-        )
-    return view
-
-
-def _failure_summary(step: Any) -> str:
-    result = step.result or {}
-    if "error" in result and isinstance(result["error"], dict):
-        return f"{result['error'].get('code')}: {result['error'].get('message')}"
-    return result.get("summary") or "failed"
-
-
-def _status(wf: Any) -> WorkflowStatus:
-    from swarmctl import secrets
-    from swarmctl.tools.workflow import definition, records
-
-    waiting = wf.steps[wf.cursor - 1].name if wf.observed == "awaiting_approval" and wf.cursor else None
-    info = WorkflowInfo(
-        id=wf.id, name=wf.name, description=wf.description, state=wf.observed, source=wf.source,
-        base_dir=wf.base_dir, created_by=wf.created_by, created_at=wf.created_at, updated_at=wf.updated_at,
-        waiting_at=waiting, owner=records.owner_view(wf), rollback_by=wf.rollback_by, rollback_at=wf.rollback_at,
-    )
-    steps = []
-    counts: dict[str, int] = {}
-    for s in wf.steps:
-        counts[s.observed] = counts.get(s.observed, 0) + 1
-        during = s.interrupted_during
-        if s.observed == "interrupted" and during is None:
-            during = "rollback" if s.status == "undoing" else "run"
-        public = definition.public_step(s.spec) if s.spec is not None else None
-        if public is not None:
-            public.pop("name")
-        steps.append(StepView(
-            index=s.idx, name=s.name, kind=s.kind, status=s.observed, attempts=s.attempts,
-            started_at=s.started_at, finished_at=s.finished_at, op=s.op, approved_by=s.approved_by,
-            approved_at=s.approved_at, undo_op=s.undo_op, interrupted_during=during, definition=public,
-            result=_public_outcome(s.result), undo_result=_public_outcome(s.undo_result),
-        ))
-    ordered = {k: counts[k] for k in records.STEP_STATUSES if k in counts}
-    ordered.update({k: v for k, v in counts.items() if k not in ordered})
-    return WorkflowStatus(workflow=info, steps=steps, counts=ordered, next=_next_calls(wf, waiting))
-
-
-def _public_outcome(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
-    from swarmctl import secrets
-
-    if outcome is None:
-        return None
-    shown = secrets.redact(outcome)
-    for key in ("stdout_tail", "stderr_tail", "error", "summary"):
-        if isinstance(shown.get(key), str):
-            shown[key] = secrets.redact_text(shown[key])
-    return shown
-
-
-def _next_calls(wf: Any, waiting: str | None) -> list[dict[str, Any]]:
-    state = wf.observed
-    if state == "awaiting_approval":
-        gate = wf.steps[wf.cursor - 1]
-        return [_call(RESUME, wf.id)] if gate.approved_by else [_call(APPROVE, wf.id)]
-    if state == "failed":
-        stuck = next((s for s in wf.steps if s.observed in ("failed", "interrupted")), None)
-        retry = [RESUME.call(workflow=wf.id, retry=stuck.name)] if stuck is not None else []
-        return [_call(ROLLBACK, wf.id), *retry]
-    if state == "rollback_failed":
-        return [_call(ROLLBACK, wf.id)]
-    if state == "completed":
-        return [ROLLBACK.call(workflow=wf.id, include_completed=True)]
-    return []
-
-
-def _call(tool: Tool, wf_id: str) -> dict[str, Any]:
-    return tool.call(workflow=wf_id)
-
-
-def _preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
-    """The preview that goes with a refused confirmation: the same call without --confirm."""
-    flags: dict[str, Any] = {}
-    if req.acknowledge_unknown_effects:
-        flags["acknowledge_unknown_effects"] = req.acknowledge_unknown_effects
-    if req.include_completed:
-        flags["include_completed"] = True
-    return ROLLBACK.call(workflow=wf_id, **flags)
-
-
-def _preview_hint(wf_id: str, preview_id: str, br: dict[str, Any]) -> str:
-    if br["blockers"]:
-        return "Confirming would be refused: see blockers. Nothing was changed."
-    n = br["counts"]["would_roll_back"]
-    failing = sum(1 for e in br["would_roll_back"] if e["predicted"]["outcome"] == "fails")
-    warning = f"; {failing} of them predicted to fail, see `predicted`" if failing else ""
-    return (
-        f"Nothing was changed. Show this to the user; if they agree, confirm with "
-        f"`swarmctl workflow rollback {wf_id} --confirm --expect-preview {preview_id}` "
-        f"({n} step(s) would be undone{warning})."
-    )
 
 
 # --- registry entries ------------------------------------------------------------------------
