@@ -7,7 +7,6 @@ event, so commands that report nothing never pay for it. stdout keeps only the e
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 _VERBS = {"run": "running", "rollback": "undoing"}
@@ -19,14 +18,6 @@ class StepProgress:
         self._progress: Any = None
         self._task: Any = None
         self._phase: str | None = None
-
-    @classmethod
-    def for_stderr(cls) -> "StepProgress | None":
-        """A reporter when stderr is a terminal, else None (no progress at all)."""
-        try:
-            return cls(sys.stderr) if sys.stderr.isatty() else None
-        except (AttributeError, ValueError):
-            return None
 
     def __call__(self, event: dict[str, Any]) -> None:
         try:
