@@ -7,7 +7,7 @@ tool cannot tell which door called it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -29,6 +29,9 @@ class Context:
         self.readonly = readonly
         self.resolved: dict[str, Any] = {}
         self._store = _store
+        # A door may set this to show progress to people (tools call it with a dict per event;
+        # see tools/workflow/execute.py). None: report nothing.
+        self.progress: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def auth(self) -> str:

@@ -53,6 +53,12 @@ ERROR_CODES: dict[str, ErrorCode] = {
             9,
             "the store was written by a newer swarmctl (a newer store format); nothing was written",
         ),
+        ErrorCode(
+            "E_STEP_FAILED",
+            10,
+            "a workflow step failed (a command exited non-zero or timed out, a store step was refused); "
+            "the workflow is `failed` and can be resumed with --retry or rolled back",
+        ),
         ErrorCode("E_INTERNAL", 70, "a bug; the message says so and carries a correlation id"),
     ]
 }

@@ -23,6 +23,7 @@ AREAS: dict[str, str] = {
     "op": "swarmctl.tools.op",
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
+    "workflow": "swarmctl.tools.workflow",
 }
 
 

@@ -4,7 +4,9 @@ keeps snapshots as plain text files in the top-level `snapshots/` folder.
 What differs from run to run is replaced, as in the reference pages: the test's temporary
 directory by [tmp], changeset ids (full, or the 12-digit short form) by [c1], [c2], ... in
 order of first appearance, times by [at], elapsed_ms by "[elapsed_ms]", the version by
-[version]. Other run-dependent ids get their own placeholders here, and only here.
+[version], workflow ids by [w1], [w2], ..., blast-radius preview ids by [p1], [p2], ..., a
+command's duration_ms by "[duration_ms]" and process ids by [pid]. Other run-dependent ids get
+their own placeholders here, and only here.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ _HEX_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{12}(?:[0-9a-f]{52})?(?![0-9a-zA-
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _ELAPSED = re.compile(r'("elapsed_ms":\s*)\d+')
 _CORRELATION = re.compile(r"correlation id [0-9a-f]{12}|(\"correlation_id\":\s*\")[0-9a-f]{12}")
+# Workflows: ids (wf- and 8 base32 characters) and blast-radius fingerprints (pv- and 16 hex
+# digits) number in order of first appearance; a command's run time and a process id vary.
+_WORKFLOW_ID = re.compile(r"\bwf-[a-z2-7]{8}\b")
+_PREVIEW_ID = re.compile(r"\bpv-[0-9a-f]{16}\b")
+_DURATION = re.compile(r'("duration_ms":\s*)\d+')
+_PID = re.compile(r'("pid":\s*)\d+|\b(pid )\d+')
 
 
 class Normalizer:
@@ -31,6 +39,8 @@ class Normalizer:
     def __init__(self, tmp: Path | str | None = None) -> None:
         self.tmp = [str(tmp), str(Path(tmp).resolve())] if tmp is not None else []
         self.ids: dict[str, str] = {}
+        self.workflows: dict[str, str] = {}
+        self.previews: dict[str, str] = {}
 
     def _id(self, match: re.Match) -> str:
         key = match.group()[:12]
@@ -38,13 +48,26 @@ class Normalizer:
             self.ids[key] = f"[c{len(self.ids) + 1}]"
         return self.ids[key]
 
+    @staticmethod
+    def _numbered(seen: dict[str, str], letter: str):
+        def placeholder(match: re.Match) -> str:
+            if match.group() not in seen:
+                seen[match.group()] = f"[{letter}{len(seen) + 1}]"
+            return seen[match.group()]
+
+        return placeholder
+
     def __call__(self, text: str) -> str:
         for tmp in sorted(set(self.tmp), key=len, reverse=True):
             text = text.replace(tmp, "[tmp]")
         text = _CORRELATION.sub(lambda m: (m.group(1) + "[id]") if m.group(1) else "correlation id [id]", text)
+        text = _WORKFLOW_ID.sub(self._numbered(self.workflows, "w"), text)
+        text = _PREVIEW_ID.sub(self._numbered(self.previews, "p"), text)
         text = _HEX_ID.sub(self._id, text)
         text = _TIME.sub("[at]", text)
         text = _ELAPSED.sub(r'\1"[elapsed_ms]"', text)
+        text = _DURATION.sub(r'\1"[duration_ms]"', text)
+        text = _PID.sub(lambda m: (m.group(1) + '"[pid]"') if m.group(1) else m.group(2) + "[pid]", text)
         text = text.replace(__version__, "[version]")
         return text
 

@@ -60,9 +60,26 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any]) -> No
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
-        envelope = runner.run(tool, request, ctx)
+        ctx.progress = _progress_reporter()
+        try:
+            envelope = runner.run(tool, request, ctx)
+        finally:
+            if ctx.progress is not None:
+                ctx.progress.close()
     emit(envelope, globals_, tool)
     raise typer.Exit(exit_status(envelope))
+
+
+def _progress_reporter() -> Any:
+    """Progress for people on stderr, only when it is a terminal (Rich is imported only then)."""
+    try:
+        if not sys.stderr.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    from swarmctl.cli.progress import StepProgress
+
+    return StepProgress(sys.stderr)
 
 
 def _usage_error(exc: UsageError) -> int:

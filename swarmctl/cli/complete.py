@@ -68,8 +68,36 @@ def _schema_types(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, st
             yield name, ""
 
 
-def _none(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
-    return iter(())
+def _workflows(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    store = _store(ctx)
+    with store.read() as conn:
+        rows = conn.execute(
+            "SELECT id, name, state FROM workflows WHERE id >= ? AND id < ? ORDER BY created_at DESC LIMIT 50",
+            (incomplete, incomplete + "\U0010ffff"),
+        ).fetchall()
+    for wf_id, name, state in rows:
+        yield wf_id, f"{name} ({state})"
+
+
+def _steps(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    """The steps of the workflow named earlier on the command line."""
+    # While an option still waits for its value, the parser leaves the positional ID in ctx.args.
+    given = ctx.params.get("workflow") or next((a for a in ctx.args if not a.startswith("-")), None)
+    if not given:
+        return
+    from swarmctl.tools.workflow import records
+
+    store = _store(ctx)
+    with store.read() as conn:
+        wf_id = records.resolve_id(conn, given)
+        rows = conn.execute(
+            "SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (wf_id,)
+        ).fetchall()
+    for name, kind, status in rows:
+        if name.startswith(incomplete):
+            yield name, f"{kind}, {status}"
+    if ctx.command.name == "rollback" and "all".startswith(incomplete):
+        yield "all", "every step with unknown effects (--acknowledge-unknown-effects)"
 
 
 SOURCES: dict[str, Any] = {
@@ -78,6 +106,6 @@ SOURCES: dict[str, Any] = {
     "refs": _safely(_refs),
     "changesets": _safely(_changesets),
     "schema_types": _safely(_schema_types),
-    "workflows": _safely(_none),
-    "steps": _safely(_none),
+    "workflows": _safely(_workflows),
+    "steps": _safely(_steps),
 }

@@ -152,6 +152,96 @@ def _tx_rollback(console, result: dict[str, Any]) -> None:
     if result["hint"]:
         console.print(f"[yellow]{result['hint']}[/]", soft_wrap=True)
 
+def _workflows(console, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table()
+    for column in ("workflow", "name", "state", "steps done", "created by", "created", "updated"):
+        table.add_column(column, overflow="fold")
+    for wf in result["workflows"]:
+        table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], wf["created_at"], wf["updated_at"])
+    console.print(table)
+    if result.get("has_more"):
+        console.print("[dim]more: raise --limit[/]")
+
+
+def _step_detail(step: dict[str, Any]) -> str:
+    parts = []
+    if step.get("op"):
+        parts.append(f"op {step['op']}")
+    elif step["kind"] in ("ref_set", "ref_delete") and step["status"] not in ("pending", "skipped", "failed"):
+        parts.append("no change: the ref already was as the step wants it")
+    if step.get("approved_by"):
+        parts.append(f"approved by {step['approved_by']}")
+    result = step.get("result") or {}
+    if result.get("summary"):
+        parts.append(result["summary"])
+    if isinstance(result.get("error"), dict):
+        parts.append(f"{result['error']['code']}: {result['error']['message']}")
+    if step.get("undo_op"):
+        parts.append(f"undone by op {step['undo_op']}")
+    undo = step.get("undo_result") or {}
+    if undo.get("summary") and step["kind"] == "run":
+        parts.append(f"rollback {undo['summary']}")
+    if isinstance(undo.get("error"), dict):
+        parts.append(f"undo {undo['error']['code']}")
+    if step.get("interrupted_during"):
+        parts.append(f"interrupted during {step['interrupted_during']}: effect unknown")
+    return "; ".join(parts)
+
+
+def _workflow_status(console, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    wf = result["workflow"]
+    waiting = f" at {wf['waiting_at']}" if wf.get("waiting_at") else ""
+    console.print(f"[bold]{wf['id']}[/] {wf['name']}: [bold]{wf['state']}[/]{waiting}", soft_wrap=True)
+    table = Table()
+    for column in ("#", "step", "kind", "status", "detail"):
+        table.add_column(column, overflow="fold")
+    for step in result["steps"]:
+        table.add_row(str(step["index"]), step["name"], step["kind"], step["status"], _step_detail(step))
+    console.print(table)
+    for call in result.get("next") or []:
+        console.print(f"next: {' '.join(call['argv'])}", soft_wrap=True)
+
+
+def _blast_radius(console, result: dict[str, Any]) -> None:
+    radius = result["blast_radius"]
+    wf = radius["workflow"]
+    title = "rollback preview" if result["action"] == "preview" else f"rolled back: {result['state']}"
+    console.print(f"[bold]{title}[/] of {wf['id']} {wf['name']} ({wf['state']} → {radius['state_after']})", soft_wrap=True)
+    console.print(f"preview_id: {result['preview_id']}")
+    for group in ("would_roll_back", "left_in_place", "unknown_effects", "not_reversed", "already_rolled_back", "no_effect"):
+        entries = radius[group]
+        console.print(f"[bold]{group}[/] ({len(entries)})")
+        for e in entries:
+            console.print(f"  {e['index']}. {e['step']} [{e['kind']}, {e['status']}] {_radius_detail(e)}", soft_wrap=True, markup=False)
+    for group in ("blockers", "unmeasured"):
+        entries = radius[group]
+        console.print(f"[bold]{group}[/] ({len(entries)})")
+        for e in entries:
+            console.print(f"  {e['code']}: {e['message']}", soft_wrap=True, markup=False)
+    for r in result.get("results") or []:
+        console.print(f"  {r['step']}: {r['status']}", soft_wrap=True, markup=False)
+    console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
+
+
+def _radius_detail(e: dict[str, Any]) -> str:
+    undo = e.get("undo")
+    if undo is not None:
+        how = f"undo op {undo['op_undo']}" if "op_undo" in undo else "run " + " ".join(undo["command"])
+        predicted = e["predicted"]
+        outcome = predicted["outcome"] + (f" {predicted['code']}" if predicted.get("code") else "")
+        return f"{how} → {outcome}" + (" (retry)" if e.get("retry") else "")
+    if "acknowledged" in e:
+        return f"during {e.get('during')}" + (" (acknowledged)" if e["acknowledged"] else " (not acknowledged)")
+    return e.get("reason") or ""
+
+
+def _workflow_definition(console, result: dict[str, Any]) -> None:
+    console.print(result["toml"], markup=False, highlight=False, soft_wrap=True, end="")
+
 
 def _generic(console, result: Any) -> None:
     from rich.pretty import Pretty
@@ -171,4 +261,10 @@ RENDERERS = {
     "tx_redo": _tx_step,
     "tx_commit": _tx_commit,
     "tx_rollback": _tx_rollback,
+    "workflow_list": _workflows,
+    "workflow_status": _workflow_status,
+    "workflow_run": _workflow_status,
+    "workflow_resume": _workflow_status,
+    "workflow_rollback": _blast_radius,
+    "workflow_show_definition": _workflow_definition,
 }

@@ -101,3 +101,56 @@ CREATE TABLE tx_baselines (
     PRIMARY KEY (tx, name)
 ) WITHOUT ROWID;
 """
+
+# Workflows (swarmctl/tools/workflow): bookkeeping, not ops. A store step's op is linked from
+# its row (`op`), as is the op that undid it (`undo_op`). `rev` counts the changes to a
+# workflow and its steps: a rollback claims the workflow only if nothing changed since it
+# checked its safety rules. `owner_*` and a step's `pid`/`pid_start` name the process acting
+# on it (pid and its start time from /proc, so a reused pid is not taken for a live one).
+# `${env:...}` values are never written here: a step's `spec` keeps the reference.
+SCHEMA += """
+CREATE TABLE workflows (
+    id           TEXT PRIMARY KEY,
+    name         TEXT NOT NULL,
+    description  TEXT,
+    state        TEXT NOT NULL,
+    source       TEXT NOT NULL,   -- the TOML file it was defined in (absolute)
+    base_dir     TEXT NOT NULL,   -- relative command paths resolve here; commands run here
+    created_by   TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    cursor       INTEGER,         -- the step in flight, or the gate it waits at
+    owner_pid    INTEGER,
+    owner_start  TEXT,
+    owner_actor  TEXT,
+    rollback_by  TEXT,
+    rollback_at  TEXT,
+    rev          INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX workflows_created ON workflows(created_at, id);
+CREATE INDEX workflows_state ON workflows(state, created_at);
+
+CREATE TABLE workflow_steps (
+    workflow           TEXT NOT NULL REFERENCES workflows(id),
+    idx                INTEGER NOT NULL,   -- 1, 2, ... in the order of the definition
+    name               TEXT NOT NULL,
+    kind               TEXT NOT NULL,      -- ref_set, ref_delete, run, approval
+    spec               TEXT NOT NULL,      -- JSON: the step as defined (env references, not values)
+    status             TEXT NOT NULL,
+    pid                INTEGER,
+    pid_start          TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    started_at         TEXT,
+    finished_at        TEXT,
+    op                 INTEGER REFERENCES ops(op),
+    result             TEXT,               -- JSON: the outcome of running it
+    approved_by        TEXT,
+    approved_at        TEXT,
+    undo_op            INTEGER REFERENCES ops(op),
+    undo_result        TEXT,               -- JSON: the outcome of undoing it
+    interrupted_during TEXT,               -- run or rollback
+    PRIMARY KEY (workflow, idx),
+    UNIQUE (workflow, name)
+) WITHOUT ROWID;
+CREATE INDEX workflow_steps_op ON workflow_steps(op) WHERE op IS NOT NULL;
+"""

@@ -1,0 +1,382 @@
+"""Workflows: `workflow run`, `status`, `list`, `approve`, `resume`, `cancel`, `rollback` and
+`show-definition`.
+
+A workflow is a sequence of steps defined in a TOML file, run and recorded by swarmctl, and
+rolled back after a preview of its blast radius. Where each part lives:
+
+    definition.py    the TOML format: checking it strictly, `${env:...}`, writing it back
+    records.py       the rows in the store, and what a saved state means now (liveness)
+    process.py       pids and their start times; running a command with a timeout
+    execute.py       carrying out steps: running forward, undoing in a rollback
+    blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
+    guards.py        the rules of approve, resume and cancel
+    models.py        request and result types
+    views.py         the status view, next calls, preview hints
+
+This module holds the tool functions (whose docstrings are the help text) and the registry
+entries. Every result and error leaves through `_public`, which redacts secrets
+(swarmctl/secrets.py). The CLI, `swarmctl call` and MCP all call these functions, so every
+safety rule here holds at every door.
+
+States of a workflow: pending (created, no step started), running, awaiting_approval (stopped
+at a gate, approved or not), completed, failed, rolling_back, rolled_back, rollback_failed,
+cancelled. A workflow saved `running`/`rolling_back` whose process is gone reads as `failed`/
+`rollback_failed`, and its step in flight as `interrupted` (records.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable
+
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow import guards, views
+from swarmctl.tools.workflow.models import (
+    WorkflowApproveReq,
+    WorkflowApproveResult,
+    WorkflowCancelReq,
+    WorkflowCancelResult,
+    WorkflowDefinitionResult,
+    WorkflowListReq,
+    WorkflowListResult,
+    WorkflowResumeReq,
+    WorkflowRollbackReq,
+    WorkflowRollbackResult,
+    WorkflowRunReq,
+    WorkflowShowDefinitionReq,
+    WorkflowStatus,
+    WorkflowStatusReq,
+    WorkflowSummary,
+)
+
+
+# --- the door-independent guard: every output redacted ---------------------------------------
+
+
+def _public(fn: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:
+    """Results and errors of a workflow tool with every secret-named value masked."""
+    from swarmctl import secrets
+
+    @functools.wraps(fn)
+    def guarded(ctx: Context, req: Any) -> Any:
+        try:
+            return secrets.redact(plain(fn(ctx, req)))
+        except SwarmError as exc:
+            exc.details = secrets.redact(exc.details)
+            raise
+
+    return guarded
+
+
+def _progress(ctx: Context) -> Any:
+    return getattr(ctx, "progress", None)
+
+
+# --- the work --------------------------------------------------------------------------------
+
+
+@_public
+def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
+    """Create a workflow from a TOML file and run its steps in order.
+
+    Each step is saved before it starts and its outcome after. A store step (`ref_set`,
+    `ref_delete`) is one op, of kind `workflow_step`. A command step (`run`) runs its argv
+    (never a shell) in the file's directory, with `${env:NAME}` values read from the
+    environment now and never stored, under its `timeout_s`; the tails of its output are kept.
+    The run stops at an approval gate (state `awaiting_approval`: call `workflow approve`, then
+    `workflow resume`) or at a failed step: the workflow is then `failed` and the command gives
+    E_STEP_FAILED, with `next` the rollback preview. An invalid file is E_INVALID_ARG (naming
+    the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
+    """
+    from swarmctl.tools.workflow import definition, execute, process, records
+
+    actor = ctx.require_actor()
+    path = (ctx.cwd / req.file).absolute()
+    spec = definition.load(path)
+    guards.require_env(spec["steps"])
+    store = ctx.store()
+    me = process.me()
+    with store.write(actor) as w:
+        wf_id = records.new_id()
+        while w.conn.execute("SELECT 1 FROM workflows WHERE id = ?", (wf_id,)).fetchone():
+            wf_id = records.new_id()
+        records.insert(w, wf_id, spec, str(path), str(path.parent), me)
+    with store.read() as conn:
+        wf = records.load(conn, wf_id)
+    failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
+    return views.after_run(ctx, wf_id, failed)
+
+
+@_public
+def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
+    """Show a workflow: its state, each step's status, what it did (the op of a store step; the
+    exit code and output tails of a command), approvals and undo outcomes, and what to call next.
+
+    A step saved as running whose process is gone shows as `interrupted` (its effect is
+    unknown). Secrets are shown as `***`. Never writes to the store.
+    """
+    from swarmctl.tools.workflow import records
+
+    with ctx.store().read() as conn:
+        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+    return views.status_view(wf)
+
+
+@_public
+def workflow_list(ctx: Context, req: WorkflowListReq) -> WorkflowListResult:
+    """List workflows, newest first: id, name, state, how many steps succeeded of how many.
+    `--state` filters on the state as saved. Never writes to the store."""
+    from swarmctl.tools.workflow import records
+
+    with ctx.store().read() as conn:
+        rows = records.list_rows(conn, req.state, req.limit)
+    return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in rows[: req.limit]], has_more=len(rows) > req.limit)
+
+
+@_public
+def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveResult:
+    """Approve the gate a workflow waits at (state `awaiting_approval`), recording who and when.
+
+    It does not run anything: `workflow resume ID` continues with the next step. Approving a
+    gate that is already approved is a replay (`already_approved`, nothing written). A workflow
+    not waiting at that gate gives E_STATE; a step that is not a gate, E_INVALID_ARG.
+    """
+    from swarmctl.tools.workflow import records
+
+    actor = ctx.require_actor()
+    with ctx.store().write(actor) as w:
+        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        gate = guards.gate_to_approve(wf, req.step)
+        if gate.approved_by:
+            return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [RESUME.call(workflow=wf.id)])
+        records.set_step(w, wf.id, gate.idx, status="success", approved_by=actor, approved_at=w.at, finished_at=w.at)
+        at = w.at
+    return WorkflowApproveResult(wf.id, gate.name, actor, at, False, wf.observed, [RESUME.call(workflow=wf.id)])
+
+
+@_public
+def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
+    """Continue a workflow: past an approved gate, or (with `--retry STEP`) from the step that
+    failed or was interrupted, which is run again.
+
+    Never re-runs a step silently: a failed or interrupted step is run again only when named
+    with `--retry` (an interrupted step's effect is unknown: check the target system first).
+    Ends like `workflow run` (E_STEP_FAILED when a step fails). E_STATE when there is nothing
+    to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
+    by a live process).
+    """
+    from swarmctl.tools.workflow import execute, process, records
+
+    actor = ctx.require_actor()
+    store = ctx.store()
+    with store.write(actor) as w:
+        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        records.settle(w, wf)
+        retry = guards.resume_point(wf, req.retry)
+        guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
+        if retry is not None:
+            records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
+        records.claim(w, wf.id, "running", process.me())
+    with store.read() as conn:
+        wf = records.load(conn, wf.id)
+    failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
+    return views.after_run(ctx, wf.id, failed)
+
+
+@_public
+def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResult:
+    """Stop a workflow for good: its steps not yet run become `skipped`; the steps that ran stay
+    applied. A cancelled workflow cannot be resumed or rolled back: to undo it, call
+    `workflow rollback` instead. Allowed while `pending`, `awaiting_approval` or `failed`;
+    otherwise E_STATE (also when a live process is running it).
+    """
+    from swarmctl.tools.workflow import records
+
+    actor = ctx.require_actor()
+    with ctx.store().write(actor) as w:
+        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        records.settle(w, wf)
+        guards.not_held(wf)
+        if wf.state not in ("pending", "awaiting_approval", "failed"):
+            raise SwarmError(
+                "E_STATE",
+                f"workflow {wf.id} is {wf.state}; only a pending, awaiting_approval or failed workflow can be cancelled",
+                details={"workflow": wf.id, "state": wf.state},
+            )
+        skipped = [s for s in wf.steps if s.status == "pending"]
+        for s in skipped:
+            records.set_step(w, wf.id, s.idx, status="skipped")
+        records.release(w, wf.id, "cancelled")
+    applied = [s.name for s in wf.steps if s.status == "success" and s.kind != "approval"]
+    return WorkflowCancelResult(
+        workflow=wf.id,
+        state="cancelled",
+        skipped=[s.name for s in skipped],
+        left_applied=applied,
+        hint="The steps that ran stay applied; a cancelled workflow cannot be rolled back.",
+    )
+
+
+@_public
+def workflow_show_definition(ctx: Context, req: WorkflowShowDefinitionReq) -> WorkflowDefinitionResult:
+    """Print the definition a workflow was created from, as TOML, with secrets shown as `***`
+    (`${env:...}` references of secret-named keys included). Never writes to the store."""
+    from swarmctl.tools.workflow import definition, records
+
+    with ctx.store().read() as conn:
+        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+    unreadable = [s.name for s in wf.steps if s.spec is None]
+    if unreadable:
+        raise SwarmError(
+            "E_STORE_CORRUPT",
+            f"workflow {wf.id}: the definition of step {unreadable[0]} cannot be read",
+            details={"workflow": wf.id, "steps": unreadable},
+        )
+    return WorkflowDefinitionResult(workflow=wf.id, source=wf.source, toml=definition.to_toml(wf.definition))
+
+
+@_public
+def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
+    """Roll back a workflow: undo its completed steps, last first. Without `--confirm` it only
+    previews and changes nothing.
+
+    The preview is `{action: "preview", preview_id, blast_radius, hint}`. `blast_radius` holds
+    the workflow, `state_after`, `counts` and the lists: `would_roll_back` (successful steps that
+    have an undo, last first: the op to undo, predicted by compare-and-swap, e.g. a ref moved
+    since gives a predicted E_CAS_MISMATCH; or the rollback command, secrets redacted),
+    `left_in_place` (commands without a rollback), `unknown_effects` (steps running, undoing
+    or interrupted), `not_reversed` (failed commands that may have partly applied),
+    `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. Show it to the user and get
+    their decision: do not confirm on your own because a rollback was asked for earlier.
+
+    With `--confirm` it acts: each step of `would_roll_back` is undone in that order (a store
+    step by `op undo`, a command step by its `rollback` argv), saved as `undoing` before and
+    with its outcome after; a failed undo does not stop the rest. The result adds the new
+    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`), per-step
+    `results` and the `acknowledged` steps (listed, not undone).
+
+    Refused with `--confirm` (E_REFUSED, nothing changed; `error.details.refusals` lists each
+    reason): a workflow `pending`, `cancelled`, already `rolled_back`, or held by a live process;
+    a `completed` workflow without `--include-completed`; a step status it does not recognise;
+    a record it cannot read; unknown effects not acknowledged with
+    `--acknowledge-unknown-effects STEP` (or `all`); a rollback command whose `${env:...}` is
+    not set; `--expect-preview ID` that no longer matches the blast radius. When another
+    rollback claims the workflow first, E_STATE. A rollback killed half-way leaves its step in
+    flight under `unknown_effects`; after acknowledging it, a new rollback continues with the rest.
+    """
+    from swarmctl import names
+    from swarmctl.tools.workflow import blast_radius, execute, process, records
+
+    actor = ctx.require_actor() if req.confirm else (ctx.actor or "")
+    store = ctx.store()
+    with store.read() as conn:
+        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
+        radius = blast_radius.compute(
+            conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
+            include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
+        )
+    preview_id, br = radius["preview_id"], radius["blast_radius"]
+    if not req.confirm:
+        return {"action": "preview", "preview_id": preview_id, "blast_radius": br, "hint": views.preview_hint(wf.id, preview_id, br)}
+    if br["blockers"]:
+        codes = ", ".join(dict.fromkeys(b["code"] for b in br["blockers"]))
+        raise SwarmError(
+            "E_REFUSED",
+            f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
+            details={"workflow": wf.id, "preview_id": preview_id, "refusals": br["blockers"]},
+            hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
+            next=views.preview_call(wf.id, req),
+        )
+    me = process.me()
+    with store.write(actor) as w:
+        rev = w.conn.execute("SELECT rev FROM workflows WHERE id = ?", (wf.id,)).fetchone()[0]
+        if rev != wf.rev:
+            now = records.load(w.conn, wf.id)
+            raise SwarmError(
+                "E_STATE",
+                f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
+                details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
+                hint="Another process acted on it, perhaps another rollback. Preview again.",
+                next=views.preview_call(wf.id, req),
+            )
+        records.settle(w, wf)
+        records.claim(w, wf.id, "rolling_back", me, rollback_by=actor, rollback_at=w.at)
+    executor = execute.Executor(ctx, store, wf, actor, _progress(ctx))
+    results = executor.roll_back(br["would_roll_back"])
+    state = "rolled_back" if all(r["status"] == "rolled_back" for r in results) else "rollback_failed"
+    with store.write(actor) as w:
+        executor.owned(w)
+        records.release(w, wf.id, state)
+    acknowledged = [e["step"] for e in br["unknown_effects"] if e["acknowledged"]]
+    hint = (
+        "Every undo succeeded." if state == "rolled_back"
+        else "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
+    )
+    return {"action": "rolled_back", "preview_id": preview_id, "blast_radius": br, "hint": hint,
+            "state": state, "results": [views.public_outcome(r) for r in results], "acknowledged": acknowledged}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _resolve(ctx: Context, conn: Any, given: str) -> str:
+    from swarmctl.tools.workflow import records
+
+    wf_id = records.resolve_id(conn, given)
+    ctx.resolve(given, wf_id)
+    return wf_id
+
+
+# --- registry entries ------------------------------------------------------------------------
+
+_RUNS = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
+
+RUN = Tool(
+    name="workflow_run", cli=("workflow", "run"), title="Run a workflow",
+    summary="Create a workflow from a TOML file and run its steps.",
+    request=WorkflowRunReq, result=WorkflowStatus, run=workflow_run, annotations=_RUNS, mutates=True,
+)
+STATUS = Tool(
+    name="workflow_status", cli=("workflow", "status"), title="Workflow status",
+    summary="Show a workflow and each step's status.",
+    request=WorkflowStatusReq, result=WorkflowStatus, run=workflow_status, annotations=READ, mutates=False,
+)
+LIST = Tool(
+    name="workflow_list", cli=("workflow", "list"), title="List workflows",
+    summary="List workflows, newest first.",
+    request=WorkflowListReq, result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
+)
+APPROVE = Tool(
+    name="workflow_approve", cli=("workflow", "approve"), title="Approve a workflow gate",
+    summary="Approve the gate a workflow waits at.",
+    request=WorkflowApproveReq, result=WorkflowApproveResult, run=workflow_approve,
+    annotations=Annotations(read_only=False, destructive=False, idempotent=True), mutates=True,
+)
+RESUME = Tool(
+    name="workflow_resume", cli=("workflow", "resume"), title="Resume a workflow",
+    summary="Continue a workflow past an approved gate or (with --retry) a failed step.",
+    request=WorkflowResumeReq, result=WorkflowStatus, run=workflow_resume, annotations=_RUNS, mutates=True,
+)
+CANCEL = Tool(
+    name="workflow_cancel", cli=("workflow", "cancel"), title="Cancel a workflow",
+    summary="Stop a workflow for good, leaving what ran in place.",
+    request=WorkflowCancelReq, result=WorkflowCancelResult, run=workflow_cancel,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=False), mutates=True,
+)
+ROLLBACK = Tool(
+    name="workflow_rollback", cli=("workflow", "rollback"), title="Roll back a workflow",
+    summary="Preview, then (with --confirm) undo a workflow's steps, last first.",
+    request=WorkflowRollbackReq, result=WorkflowRollbackResult, run=workflow_rollback, annotations=_RUNS, mutates=True,
+)
+SHOW_DEFINITION = Tool(
+    name="workflow_show_definition", cli=("workflow", "show-definition"), title="Show a workflow's definition",
+    summary="Print a workflow's definition as TOML, secrets redacted.",
+    request=WorkflowShowDefinitionReq, result=WorkflowDefinitionResult, run=workflow_show_definition,
+    annotations=READ, mutates=False,
+)
+
+TOOLS = [RUN, STATUS, LIST, APPROVE, RESUME, CANCEL, ROLLBACK, SHOW_DEFINITION]

@@ -1,0 +1,327 @@
+"""A workflow's definition: the TOML file, checked strictly, and written back as TOML.
+
+```toml
+name = "release-v1"                                   # required
+description = "promote, sign off, deploy"             # optional
+[[step]]
+name = "promote"                                      # required, unique, not "all"
+ref_set = { name = "release/v1", to = "3f9a" }        # a store step (or ref_delete = { name = "..." })
+[[step]]
+name = "sign-off"
+approval = "release manager approves"                 # a gate
+[[step]]
+name = "deploy"
+run = ["./deploy.sh", "--env", "prod"]               # a command: argv, never a shell string
+rollback = ["./undeploy.sh", "--env", "prod"]         # optional
+env = { DEPLOY_TOKEN = "${env:DEPLOY_TOKEN}" }        # optional; ${env:NAME} read at run time
+timeout_s = 600                                       # optional, default 600, for run and rollback
+```
+
+Each step has exactly one kind: `ref_set`, `ref_delete`, `run` or `approval`; `rollback`, `env`
+and `timeout_s` belong to `run` steps only; any step may have a `description`. Anything else is
+E_INVALID_ARG, with `details` naming the step and the key.
+
+`${env:NAME}` may appear in `env` values and in `run`/`rollback` arguments; it is resolved from
+swarmctl's environment when the command runs and never stored (`$${` is a literal `${`). An
+environment entry or argument that carries a secret (by key name: see swarmctl/secrets.py)
+must take its value from `${env:...}`: a literal secret would be written to the store.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from swarmctl import names
+from swarmctl import secrets
+from swarmctl.envelope import SwarmError
+
+DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_STEPS = 10_000
+STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# ${env:NAME}, or $${ for a literal ${. Any other ${ is an error (a typo, not text).
+_REFERENCE = re.compile(r"\$\$\{|\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}|\$\{")
+
+KINDS = ("ref_set", "ref_delete", "run", "approval")
+_TOP_KEYS = {"name", "description", "step"}
+_STEP_KEYS = {"name", "description", *KINDS, "rollback", "env", "timeout_s"}
+_RUN_ONLY = ("rollback", "env", "timeout_s")
+RESERVED_STEP_NAMES = {"all"}  # `--acknowledge-unknown-effects all`
+
+
+def invalid(message: str, *, step: str | int | None = None, key: str | None = None, **more: Any) -> SwarmError:
+    details: dict[str, Any] = {}
+    if step is not None:
+        details["step"] = step
+    if key is not None:
+        details["key"] = key
+    details.update(more)
+    return SwarmError(
+        "E_INVALID_ARG",
+        message,
+        details=details,
+        hint="Fix the workflow file; nothing was run or written. The README's Workflows section shows the format.",
+    )
+
+
+# --- reading a file ------------------------------------------------------------------------
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The checked definition in `path` (a TOML file), as plain values."""
+    import tomllib
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise invalid(f"no workflow file {path}", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise invalid(f"cannot read workflow file {path}: {exc}", file=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise invalid(f"{path} is not valid TOML: {exc}", file=str(path)) from None
+    try:
+        return check(data)
+    except SwarmError as exc:
+        exc.details = {"file": str(path), **exc.details}
+        raise
+
+
+def check(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A definition (as parsed from TOML) checked and normalised: steps in order, each with
+    its kind's keys only, timeouts as numbers. Raises E_INVALID_ARG naming step and key."""
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise invalid(f"unknown key {unknown[0]!r} at the top of the workflow", key=unknown[0], allowed=sorted(_TOP_KEYS))
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise invalid("the workflow needs a `name`: a string of 1 to 200 characters", key="name")
+    definition: dict[str, Any] = {"name": name}
+    if "description" in data:
+        definition["description"] = _text(data["description"], "description", None)
+    steps = data.get("step")
+    if not isinstance(steps, list) or not steps:
+        raise invalid("the workflow needs at least one [[step]]", key="step")
+    if len(steps) > MAX_STEPS:
+        raise invalid(f"a workflow has at most {MAX_STEPS} steps", key="step", count=len(steps))
+    seen: set[str] = set()
+    definition["steps"] = []
+    for position, raw in enumerate(steps, start=1):
+        step = check_step(raw, position)
+        if step["name"] in seen:
+            raise invalid(f"two steps are named {step['name']!r}", step=step["name"], key="name")
+        seen.add(step["name"])
+        definition["steps"].append(step)
+    return definition
+
+
+def check_step(raw: Any, position: int) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise invalid(f"step {position} is not a table", step=position)
+    name = raw.get("name")
+    if not isinstance(name, str) or not STEP_NAME.match(name):
+        raise invalid(
+            f"step {position} needs a `name` of 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            step=position,
+            key="name",
+        )
+    if name in RESERVED_STEP_NAMES:
+        raise invalid(f"step {position}: the name {name!r} is reserved", step=name, key="name")
+    unknown = sorted(set(raw) - _STEP_KEYS)
+    if unknown:
+        raise invalid(f"step {name}: unknown key {unknown[0]!r}", step=name, key=unknown[0], allowed=sorted(_STEP_KEYS))
+    kinds = [k for k in KINDS if k in raw]
+    if len(kinds) != 1:
+        what = "has no kind" if not kinds else "has two kinds: " + " and ".join(kinds)
+        raise invalid(
+            f"step {name} {what}; give exactly one of {', '.join(KINDS)}",
+            step=name,
+            key=kinds[1] if len(kinds) > 1 else None,
+            kinds=kinds,
+        )
+    kind = kinds[0]
+    if kind != "run":
+        extra = [k for k in _RUN_ONLY if k in raw]
+        if extra:
+            raise invalid(f"step {name}: `{extra[0]}` belongs to `run` steps only", step=name, key=extra[0])
+    step: dict[str, Any] = {"name": name, "kind": kind}
+    if "description" in raw:
+        step["description"] = _text(raw["description"], "description", name)
+    value = raw[kind]
+    if kind == "ref_set":
+        step["ref_set"] = _ref_table(value, name, "ref_set", ("name", "to"))
+    elif kind == "ref_delete":
+        step["ref_delete"] = _ref_table(value, name, "ref_delete", ("name",))
+    elif kind == "approval":
+        step["approval"] = _text(value, "approval", name)
+    else:
+        step["run"] = _argv(value, name, "run")
+        if "rollback" in raw:
+            step["rollback"] = _argv(raw["rollback"], name, "rollback")
+        step["env"] = _env(raw.get("env", {}), name)
+        step["timeout_s"] = _timeout(raw.get("timeout_s", DEFAULT_TIMEOUT_S), name)
+    return step
+
+
+def _text(value: Any, key: str, step: str | None) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096:
+        where = f"step {step}: " if step else ""
+        raise invalid(f"{where}`{key}` must be a non-empty string of at most 4096 characters", step=step, key=key)
+    return value
+
+
+def _ref_table(value: Any, step: str, key: str, fields: tuple[str, ...]) -> dict[str, str]:
+    shape = "{ " + ", ".join(f'{f} = "..."' for f in fields) + " }"
+    if not isinstance(value, dict) or set(value) != set(fields) or not all(isinstance(value[f], str) for f in fields):
+        raise invalid(f"step {step}: `{key}` must be {shape}", step=step, key=key)
+    problem = names.ref_name_problem(value["name"])
+    if problem:
+        raise invalid(f"step {step}: `{key}.name` {value['name']!r} is not a valid ref name: {problem}", step=step, key=f"{key}.name")
+    if "to" in value and not value["to"].strip():
+        raise invalid(f"step {step}: `{key}.to` is empty", step=step, key=f"{key}.to")
+    return {f: value[f] for f in fields}
+
+
+def _argv(value: Any, step: str, key: str) -> list[str]:
+    if isinstance(value, str):
+        raise invalid(
+            f"step {step}: `{key}` must be a list of strings (an argv), not a shell string",
+            step=step,
+            key=key,
+            hint_example=f'{key} = ["./script.sh", "--flag", "value"]',
+        )
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise invalid(f"step {step}: `{key}` must be a non-empty list of strings", step=step, key=key)
+    if not value[0] or any("\x00" in a for a in value):
+        raise invalid(f"step {step}: `{key}` has an empty program or a NUL character", step=step, key=key)
+    for i, a in enumerate(value):
+        _check_references(a, step, f"{key}[{i}]")
+    for i, flag in secrets.secret_assignments(value):
+        before, sep, after = value[i].partition("=")
+        held = after if sep and before == flag else value[i]  # `--token=V` or `TOKEN=V`, else the word after `--token`
+        if not only_references(held):
+            raise invalid(
+                f"step {step}: `{key}` passes a literal secret after {flag!r}; take it from the environment "
+                f"with ${{env:NAME}} so that it is never stored",
+                step=step,
+                key=f"{key}[{i}]",
+            )
+    return list(value)
+
+
+def _env(value: Any, step: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise invalid(f"step {step}: `env` must be a table of NAME = \"value\"", step=step, key="env")
+    for k, v in value.items():
+        if not ENV_NAME.match(k):
+            raise invalid(f"step {step}: `env.{k}` is not a valid environment variable name", step=step, key=f"env.{k}")
+        if not isinstance(v, str) or "\x00" in v:
+            raise invalid(f"step {step}: `env.{k}` must be a string", step=step, key=f"env.{k}")
+        _check_references(v, step, f"env.{k}")
+        if secrets.is_secret_key(k) and not only_references(v):
+            raise invalid(
+                f"step {step}: `env.{k}` names a secret, so its value must come from the environment "
+                f"(`{k} = \"${{env:{k}}}\"`): a literal secret would be stored",
+                step=step,
+                key=f"env.{k}",
+            )
+    return dict(value)
+
+
+def _timeout(value: Any, step: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise invalid(
+            f"step {step}: `timeout_s` must be a number of seconds above 0 and at most {int(MAX_TIMEOUT_S)}",
+            step=step,
+            key="timeout_s",
+        )
+    return float(value)
+
+
+# --- ${env:NAME} references ----------------------------------------------------------------
+
+
+def _check_references(text: str, step: str, key: str) -> None:
+    for m in _REFERENCE.finditer(text):
+        if m.group() == "${":
+            raise invalid(
+                f"step {step}: `{key}` has a `${{` that is not `${{env:NAME}}` (write `$${{` for a literal `${{`)",
+                step=step,
+                key=key,
+            )
+
+
+def references(text: str) -> list[str]:
+    """The environment variables `text` refers to, in order."""
+    return [m.group(1) for m in _REFERENCE.finditer(text) if m.group(1)]
+
+
+def only_references(text: str) -> bool:
+    """Whether `text` is made of `${env:...}` references alone (so it holds no literal value)."""
+    return bool(references(text)) and _REFERENCE.sub(lambda m: "" if m.group(1) else m.group(), text).strip() == ""
+
+
+def step_references(step: Mapping[str, Any]) -> list[str]:
+    """Every environment variable a `run` step's command, rollback and env refer to."""
+    texts = [*step.get("run", []), *(step.get("rollback") or []), *step.get("env", {}).values()]
+    found: list[str] = []
+    for text in texts:
+        for name in references(text):
+            if name not in found:
+                found.append(name)
+    return found
+
+
+def missing_references(step: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    return [name for name in step_references(step) if name not in environ]
+
+
+def expand(text: str, environ: Mapping[str, str]) -> str:
+    """`text` with each `${env:NAME}` replaced by its value (callers check they are all set)."""
+    return _REFERENCE.sub(lambda m: environ[m.group(1)] if m.group(1) else "${", text)
+
+
+def resolved_values(step: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """What the step's references resolve to: never stored, scrubbed from its output."""
+    return [environ[name] for name in step_references(step) if name in environ]
+
+
+# --- writing it back -----------------------------------------------------------------------
+
+
+def to_toml(definition: Mapping[str, Any]) -> str:
+    """The definition as TOML (tomli-w), secrets redacted: what `workflow show-definition` prints."""
+    import tomli_w
+
+    doc: dict[str, Any] = {"name": definition["name"]}
+    if definition.get("description"):
+        doc["description"] = definition["description"]
+    doc["step"] = [public_step(s) for s in definition["steps"]]
+    return tomli_w.dumps(doc)
+
+
+def public_step(step: Mapping[str, Any]) -> dict[str, Any]:
+    """A step as its definition says, in TOML's key order, with secrets redacted."""
+    out: dict[str, Any] = {"name": step["name"]}
+    if step.get("description"):
+        out["description"] = step["description"]
+    kind = step["kind"]
+    if kind == "run":
+        out["run"] = secrets.redact_argv(step["run"])
+        if step.get("rollback"):
+            out["rollback"] = secrets.redact_argv(step["rollback"])
+        if step.get("env"):
+            out["env"] = secrets.redact(step["env"])
+        out["timeout_s"] = plain_number(step["timeout_s"])
+    else:
+        out[kind] = step[kind]
+    return out
+
+
+def plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

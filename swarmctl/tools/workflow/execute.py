@@ -1,0 +1,255 @@
+"""Carrying out steps: running a workflow forward, and undoing steps in a rollback.
+
+The rules this module keeps:
+- Each change of a step is its own `Store.write()` transaction, and the store's write lock is
+  never held while a command runs.
+- A command step is saved `running` (with this process's pid and start time) before its
+  process starts, and its outcome after; during a rollback, `undoing` before and the outcome
+  after. A process killed in between leaves the step in flight, which readers then see as
+  `interrupted`: its effect is unknown, and it is never re-run silently.
+- A store step (and the undo of one) is a single transaction: its op and its new status
+  commit together, so there is no moment at which its effect is unknown.
+- Every transaction first checks that this process still owns the workflow (E_STATE if not).
+- `${env:...}` values are resolved here, passed to the process, scrubbed from its output and
+  never written to the store.
+
+`progress`, when given, is called with a dict for each step that starts and finishes
+(`phase`, `event`, `step`, `index`, `position`, `count`, `status`); the CLI shows it on a
+terminal. It must not raise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.secrets import redact_text, scrub_values
+from swarmctl.store import Move, Store, Writer
+from swarmctl.tools.common import resolve_changeset
+from swarmctl.tools.op import undo_in
+from swarmctl.tools.workflow import definition, process, records
+from swarmctl.tools.workflow.records import Step, Workflow
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class LostOwnership(SwarmError):
+    """Another process took the workflow over: stop at once, and save nothing more."""
+
+
+class Executor:
+    def __init__(self, ctx: Context, store: Store, wf: Workflow, actor: str, progress: Progress | None = None) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.wf = wf
+        self.actor = actor
+        self.progress = progress
+        self.me = process.me()
+        self.environ: Mapping[str, str] = dict(os.environ)
+
+    # --- ownership ---------------------------------------------------------------------------
+
+    def owned(self, w: Writer) -> None:
+        """Stop unless this process still owns the workflow (nobody took it over)."""
+        row = w.conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (self.wf.id,)).fetchone()
+        if row is None or (row[0], row[1]) != (self.me.pid, self.me.start):
+            raise LostOwnership(
+                "E_STATE",
+                f"workflow {self.wf.id} is no longer held by this process; stopped",
+                details={"workflow": self.wf.id},
+                hint=f"`swarmctl workflow status {self.wf.id}` shows who holds it now.",
+            )
+
+    def _report(self, phase: str, event: str, step: Step, position: int, count: int, status: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress({
+                "phase": phase, "event": event, "workflow": self.wf.id, "step": step.name, "index": step.idx,
+                "position": position, "count": count, "status": status,
+            })
+
+    # --- running forward ---------------------------------------------------------------------
+
+    def run(self) -> Step | None:
+        """Run the pending steps in order. Returns the step that failed, or None; the workflow
+        ends `completed`, `awaiting_approval` (at a gate not yet approved) or `failed`."""
+        todo = [s for s in self.wf.steps if s.status == "pending"]
+        for position, step in enumerate(todo, start=1):
+            if step.kind == "approval":
+                with self.store.write(self.actor) as w:
+                    self.owned(w)
+                    records.set_step(w, self.wf.id, step.idx, started_at=w.at)
+                    records.release(w, self.wf.id, "awaiting_approval", cursor=step.idx)
+                self.wf.state = "awaiting_approval"
+                return None
+            self._report("run", "start", step, position, len(todo))
+            if step.kind == "run":
+                self._run_command(step)
+            else:
+                self._run_store_step(step)
+            self._report("run", "finish", step, position, len(todo), step.status)
+            if step.status != "success":
+                with self.store.write(self.actor) as w:
+                    self.owned(w)
+                    records.release(w, self.wf.id, "failed", cursor=step.idx)
+                self.wf.state = "failed"
+                return step
+        with self.store.write(self.actor) as w:
+            self.owned(w)
+            records.release(w, self.wf.id, "completed", cursor=None)
+        self.wf.state = "completed"
+        return None
+
+    def _run_store_step(self, step: Step) -> None:
+        try:
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                op, moves = self._store_change(w, step)
+                result = {"ref_moves": moves}
+                records.set_step(w, self.wf.id, step.idx, status="success", op=op, result=result, started_at=w.at,
+                                 finished_at=w.at, attempts=step.attempts + 1)
+                records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
+            step.status, step.op, step.result = "success", op, result
+        except LostOwnership:
+            raise
+        except SwarmError as exc:
+            result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, status="failed", result=result, started_at=w.at,
+                                 finished_at=w.at, attempts=step.attempts + 1)
+            step.status, step.result = "failed", result
+
+    def _store_change(self, w: Writer, step: Step) -> tuple[int | None, list[dict[str, Any]]]:
+        """The step's one op (or none, when the ref already is as the step wants it)."""
+        where = f"workflow {self.wf.id} step {step.name}"
+        if step.kind == "ref_set":
+            name = step.spec["ref_set"]["name"]
+            target = resolve_changeset(self.ctx, w.conn, step.spec["ref_set"]["to"])
+            current = w.ref_target(name)
+            if current == target:
+                return None, []
+            verb = "set" if current else "create"
+            op = w.append_op("workflow_step", f"{where}: {verb} {name} to {names.short_id(target)}", [Move(name, current, target)])
+            return op, [{"name": name, "old": current, "new": target}]
+        name = step.spec["ref_delete"]["name"]
+        current = w.ref_target(name)
+        if current is None:
+            raise SwarmError("E_NOT_FOUND", f"no ref {name}", details={"ref": name})
+        op = w.append_op("workflow_step", f"{where}: delete {name} (was {names.short_id(current)})", [Move(name, current, None)])
+        return op, [{"name": name, "old": current, "new": None}]
+
+    def _run_command(self, step: Step) -> None:
+        with self.store.write(self.actor) as w:
+            self.owned(w)
+            records.set_step(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
+                             started_at=w.at, finished_at=None, result=None, interrupted_during=None,
+                             attempts=step.attempts + 1)
+            records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
+        step.status = "running"
+        outcome = self._command(step, step.spec["run"], during="run")
+        result = self._outcome(step, outcome)
+        status = "success" if outcome.ok else "failed"
+        with self.store.write(self.actor) as w:
+            self.owned(w)
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, finished_at=w.at, result=result)
+        step.status, step.result = status, result
+
+    def _command(self, step: Step, argv: list[str], *, during: str) -> process.CommandOutcome:
+        spec = step.spec
+        env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
+        try:
+            return process.run_command(
+                [definition.expand(a, self.environ) for a in argv],
+                cwd=Path(self.wf.base_dir),
+                env=env,
+                timeout_s=spec["timeout_s"],
+            )
+        except KeyboardInterrupt:
+            # The process group is killed, but what it did before is unknown.
+            with self.store.write(self.actor) as w:
+                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
+                                 pid_start=None, finished_at=w.at)
+                records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
+            raise
+
+    def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
+        """What is kept of a command's run: never a value that came from `${env:...}`, nor one
+        it printed as `SECRET_KEY=value`."""
+        hidden = definition.resolved_values(step.spec, self.environ)
+
+        def clean(text: str | None) -> str | None:
+            return redact_text(scrub_values(text, hidden))
+
+        return {
+            "exit_code": outcome.exit_code,
+            "signal": outcome.signal,
+            "timed_out": outcome.timed_out,
+            "duration_ms": outcome.duration_ms,
+            "stdout_tail": clean(outcome.stdout_tail),
+            "stderr_tail": clean(outcome.stderr_tail),
+            "error": clean(outcome.error),
+            "summary": clean(outcome.summary()),
+        }
+
+    # --- rolling back ------------------------------------------------------------------------
+
+    def roll_back(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
+        rest. Returns one result per step."""
+        results = []
+        by_name = {s.name: s for s in self.wf.steps}
+        for position, entry in enumerate(entries, start=1):
+            step = by_name[entry["step"]]
+            self._report("rollback", "start", step, position, len(entries))
+            if step.kind == "run":
+                result = self._undo_command(step)
+            else:
+                result = self._undo_store_step(step)
+            self._report("rollback", "finish", step, position, len(entries), result["status"])
+            results.append(result)
+        return results
+
+    def _undo_store_step(self, step: Step) -> dict[str, Any]:
+        base = {"step": step.name, "index": step.idx, "kind": step.kind}
+        try:
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                undone = undo_in(w, step.op, description=f"workflow {self.wf.id} rollback of step {step.name}: undo op {step.op}")
+                outcome = {
+                    "op": undone.op,
+                    "undid": step.op,
+                    "already_undone": undone.already_applied,
+                    "ref_moves": [{"name": m.name, "new": m.new} for m in undone.ref_moves],
+                    "at": w.at,
+                }
+                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op, undo_result=outcome)
+            step.status = "rolled_back"
+            return {**base, "status": "rolled_back", **outcome}
+        except LostOwnership:
+            raise
+        except SwarmError as exc:
+            outcome = {"undid": step.op, "error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, status="rollback_failed", undo_result={**outcome, "at": w.at})
+            step.status = "rollback_failed"
+            return {**base, "status": "rollback_failed", **outcome}
+
+    def _undo_command(self, step: Step) -> dict[str, Any]:
+        with self.store.write(self.actor) as w:
+            self.owned(w)
+            records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
+                             undo_result={"started_at": w.at})
+        step.status = "undoing"
+        outcome = self._command(step, step.spec["rollback"], during="rollback")
+        kept = self._outcome(step, outcome)
+        status = "rolled_back" if outcome.ok else "rollback_failed"
+        with self.store.write(self.actor) as w:
+            self.owned(w)
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, undo_result={**kept, "at": w.at})
+        step.status = status
+        return {"step": step.name, "index": step.idx, "kind": step.kind, "status": status, **kept}

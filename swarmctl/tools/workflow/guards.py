@@ -1,0 +1,116 @@
+"""The rules of the workflow lifecycle that are not rollback's: which gate `approve` approves,
+where `resume` may continue, who holds a workflow, and the environment a run needs. Each raises
+the SwarmError a caller can act on (E_STATE, E_INVALID_ARG, E_NOT_FOUND), with `next` where
+one call resolves it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from swarmctl.envelope import SwarmError
+from swarmctl.tools import workflow as tools
+
+
+def require_env(steps: list[dict[str, Any]]) -> None:
+    """Every `${env:NAME}` the steps to run refer to must be set: checked before anything runs."""
+    from swarmctl.tools.workflow import definition
+
+    for step in steps:
+        missing = definition.missing_references(step, os.environ) if step and step["kind"] == "run" else []
+        if missing:
+            raise SwarmError(
+                "E_INVALID_ARG",
+                f"step {step['name']} refers to {', '.join('${env:' + m + '}' for m in missing)}, which is not set; nothing was run",
+                details={"step": step["name"], "variables": missing},
+                hint="Set the variables in the environment of swarmctl and run again.",
+            )
+
+
+def not_held(wf: Any) -> None:
+    from swarmctl.tools.workflow import records
+
+    if records.held_by_other(wf):
+        raise SwarmError(
+            "E_STATE",
+            f"workflow {wf.id} is {wf.state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
+            details={"workflow": wf.id, "state": wf.state, "owner": records.owner_view(wf)},
+            hint="Wait for it to finish; `swarmctl workflow status` shows its progress.",
+        )
+
+
+def gate_to_approve(wf: Any, name: str | None) -> Any:
+    if name is not None:
+        step = wf.step(name)
+        if step is None:
+            raise SwarmError("E_NOT_FOUND", f"workflow {wf.id} has no step {name}", details={"workflow": wf.id, "step": name})
+        if step.kind != "approval":
+            raise SwarmError("E_INVALID_ARG", f"step {name} is not an approval gate", details={"workflow": wf.id, "step": name})
+        if step.approved_by:
+            return step
+    if wf.observed != "awaiting_approval" or wf.cursor is None:
+        raise SwarmError(
+            "E_STATE",
+            f"workflow {wf.id} is {wf.observed}, not waiting for an approval",
+            details={"workflow": wf.id, "state": wf.observed},
+        )
+    gate = wf.steps[wf.cursor - 1]
+    if name is not None and gate.name != name:
+        raise SwarmError(
+            "E_STATE",
+            f"workflow {wf.id} waits at gate {gate.name}, not at {name}",
+            details={"workflow": wf.id, "waiting_at": gate.name, "step": name},
+        )
+    return gate
+
+
+def resume_point(wf: Any, retry_name: str | None) -> Any:
+    """The step to re-run (or None), after checking the workflow may continue at all."""
+    not_held(wf)
+    state = wf.state
+    if state == "awaiting_approval":
+        gate = wf.steps[wf.cursor - 1]
+        if not gate.approved_by:
+            raise SwarmError(
+                "E_STATE",
+                f"workflow {wf.id} waits for approval at {gate.name}: {gate.spec.get('approval')}",
+                details={"workflow": wf.id, "waiting_at": gate.name},
+                hint="An approver calls `workflow approve` first.",
+                next=tools.APPROVE.call(workflow=wf.id),
+            )
+    elif state == "failed":
+        stuck = next((s for s in wf.steps if s.status in ("failed", "interrupted")), None)
+        if stuck is not None:
+            if retry_name != stuck.name:
+                why = "was interrupted (its effect is unknown)" if stuck.status == "interrupted" else "failed"
+                raise SwarmError(
+                    "E_STATE",
+                    f"workflow {wf.id} stopped at step {stuck.name}, which {why}; resume re-runs it only with --retry {stuck.name}",
+                    details={"workflow": wf.id, "step": stuck.name, "status": stuck.status, "retry": retry_name},
+                    hint="Check what the step did; then resume with --retry, or roll the workflow back.",
+                    next=tools.RESUME.call(workflow=wf.id, retry=stuck.name),
+                )
+            return stuck
+    elif state != "pending":
+        raise SwarmError(
+            "E_STATE",
+            f"workflow {wf.id} is {state}: nothing to resume",
+            details={"workflow": wf.id, "state": state},
+        )
+    if retry_name is not None:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--retry {retry_name}: no failed or interrupted step {retry_name} to re-run",
+            details={"workflow": wf.id, "retry": retry_name},
+        )
+    return None
+
+
+def check_acknowledged(wf: Any, names_given: list[str]) -> None:
+    unknown = [n for n in names_given if n != "all" and wf.step(n) is None]
+    if unknown:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--acknowledge-unknown-effects: workflow {wf.id} has no step {unknown[0]}",
+            details={"workflow": wf.id, "steps": unknown, "known": [s.name for s in wf.steps]},
+        )

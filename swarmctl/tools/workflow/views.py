@@ -1,0 +1,121 @@
+"""What workflow commands return: the status view (every step, redacted), what to call next,
+and the hints of a rollback preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.tools import workflow as tools
+from swarmctl.tools.workflow.models import StepView, WorkflowInfo, WorkflowRollbackReq, WorkflowStatus
+
+
+def after_run(ctx: Context, wf_id: str, failed: Any) -> WorkflowStatus:
+    from swarmctl.tools.workflow import records
+
+    with ctx.store().read() as conn:
+        wf = records.load(conn, wf_id)
+    view = status_view(wf)
+    if failed is not None:
+        from swarmctl import secrets
+
+        step = next(s for s in view.steps if s.name == failed.name)
+        raise SwarmError(
+            "E_STEP_FAILED",
+            f"workflow {wf_id} failed at step {failed.name}: {failure_summary(failed)}",
+            details={"workflow": wf_id, "state": wf.observed, "step": failed.name, "index": failed.idx,
+                     "result": secrets.redact(step.result)},
+            hint="`workflow status` shows every step; preview a rollback, or fix the cause and `workflow resume --retry STEP`.",
+            next=tools.ROLLBACK.call(workflow=wf_id),
+        )
+    return view
+
+
+def failure_summary(step: Any) -> str:
+    result = step.result or {}
+    if "error" in result and isinstance(result["error"], dict):
+        return f"{result['error'].get('code')}: {result['error'].get('message')}"
+    return result.get("summary") or "failed"
+
+
+def status_view(wf: Any) -> WorkflowStatus:
+    """A workflow as `status` shows it: observed states, each step's definition and outcomes, redacted."""
+    from swarmctl.tools.workflow import definition, records
+
+    waiting = wf.steps[wf.cursor - 1].name if wf.observed == "awaiting_approval" and wf.cursor else None
+    info = WorkflowInfo(
+        id=wf.id, name=wf.name, description=wf.description, state=wf.observed, source=wf.source,
+        base_dir=wf.base_dir, created_by=wf.created_by, created_at=wf.created_at, updated_at=wf.updated_at,
+        waiting_at=waiting, owner=records.owner_view(wf), rollback_by=wf.rollback_by, rollback_at=wf.rollback_at,
+    )
+    steps = []
+    counts: dict[str, int] = {}
+    for s in wf.steps:
+        counts[s.observed] = counts.get(s.observed, 0) + 1
+        during = s.interrupted_during
+        if s.observed == "interrupted" and during is None:
+            during = "rollback" if s.status == "undoing" else "run"
+        public = definition.public_step(s.spec) if s.spec is not None else None
+        if public is not None:
+            public.pop("name")
+        steps.append(StepView(
+            index=s.idx, name=s.name, kind=s.kind, status=s.observed, attempts=s.attempts,
+            started_at=s.started_at, finished_at=s.finished_at, op=s.op, approved_by=s.approved_by,
+            approved_at=s.approved_at, undo_op=s.undo_op, interrupted_during=during, definition=public,
+            result=public_outcome(s.result), undo_result=public_outcome(s.undo_result),
+        ))
+    ordered = {k: counts[k] for k in records.STEP_STATUSES if k in counts}
+    ordered.update({k: v for k, v in counts.items() if k not in ordered})
+    return WorkflowStatus(workflow=info, steps=steps, counts=ordered, next=next_calls(wf, waiting))
+
+
+def public_outcome(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
+    from swarmctl import secrets
+
+    if outcome is None:
+        return None
+    shown = secrets.redact(outcome)
+    for key in ("stdout_tail", "stderr_tail", "error", "summary"):
+        if isinstance(shown.get(key), str):
+            shown[key] = secrets.redact_text(shown[key])
+    return shown
+
+
+def next_calls(wf: Any, waiting: str | None) -> list[dict[str, Any]]:
+    state = wf.observed
+    if state == "awaiting_approval":
+        gate = wf.steps[wf.cursor - 1]
+        return [tools.RESUME.call(workflow=wf.id)] if gate.approved_by else [tools.APPROVE.call(workflow=wf.id)]
+    if state == "failed":
+        stuck = next((s for s in wf.steps if s.observed in ("failed", "interrupted")), None)
+        retry = [tools.RESUME.call(workflow=wf.id, retry=stuck.name)] if stuck is not None else []
+        return [tools.ROLLBACK.call(workflow=wf.id), *retry]
+    if state == "rollback_failed":
+        return [tools.ROLLBACK.call(workflow=wf.id)]
+    if state == "completed":
+        return [tools.ROLLBACK.call(workflow=wf.id, include_completed=True)]
+    return []
+
+
+def preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
+    """The preview that goes with a refused confirmation: the same call without --confirm."""
+    flags: dict[str, Any] = {}
+    if req.acknowledge_unknown_effects:
+        flags["acknowledge_unknown_effects"] = req.acknowledge_unknown_effects
+    if req.include_completed:
+        flags["include_completed"] = True
+    return tools.ROLLBACK.call(workflow=wf_id, **flags)
+
+
+def preview_hint(wf_id: str, preview_id: str, br: dict[str, Any]) -> str:
+    if br["blockers"]:
+        return "Confirming would be refused: see blockers. Nothing was changed."
+    n = br["counts"]["would_roll_back"]
+    failing = sum(1 for e in br["would_roll_back"] if e["predicted"]["outcome"] == "fails")
+    warning = f"; {failing} of them predicted to fail, see `predicted`" if failing else ""
+    return (
+        f"Nothing was changed. Show this to the user; if they agree, confirm with "
+        f"`swarmctl workflow rollback {wf_id} --confirm --expect-preview {preview_id}` "
+        f"({n} step(s) would be undone{warning})."
+    )

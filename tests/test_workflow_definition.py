@@ -1,0 +1,114 @@
+"""Workflow files: what `workflow run` refuses before it creates or runs anything, and
+`workflow show-definition` (the definition back as TOML, secrets redacted)."""
+
+import tomllib
+
+import pytest
+
+from wfkit import SECRET, Kit
+
+GOOD_STEP = '[[step]]\nname = "a"\nrun = ["./mark.sh", "a"]\n'
+
+# (file text, the step and key the error must name)
+INVALID = {
+    "unknown top key": ('name = "w"\ncolour = "red"\n' + GOOD_STEP, None, "colour"),
+    "no name": (GOOD_STEP, None, "name"),
+    "no steps": ('name = "w"\n', None, "step"),
+    "step without name": ('name = "w"\n[[step]]\nrun = ["./mark.sh"]\n', 1, "name"),
+    "bad step name": ('name = "w"\n[[step]]\nname = "has space"\nrun = ["./mark.sh"]\n', 1, "name"),
+    "reserved step name": ('name = "w"\n[[step]]\nname = "all"\nrun = ["./mark.sh"]\n', "all", "name"),
+    "duplicate step names": ('name = "w"\n' + GOOD_STEP + GOOD_STEP, "a", "name"),
+    "unknown step key": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nretries = 3\n', "a", "retries"),
+    "two kinds": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\napproval = "ok?"\n', "a", "approval"),
+    "no kind": ('name = "w"\n[[step]]\nname = "a"\n', "a", None),
+    "run is a shell string": ('name = "w"\n[[step]]\nname = "a"\nrun = "./mark.sh a"\n', "a", "run"),
+    "run is not all strings": ('name = "w"\n[[step]]\nname = "a"\nrun = ["./mark.sh", 3]\n', "a", "run"),
+    "empty run": ('name = "w"\n[[step]]\nname = "a"\nrun = []\n', "a", "run"),
+    "rollback not a list": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nrollback = 1\n', "a", "rollback"),
+    "timeout zero": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\ntimeout_s = 0\n', "a", "timeout_s"),
+    "timeout text": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\ntimeout_s = "5"\n', "a", "timeout_s"),
+    "timeout bool": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\ntimeout_s = true\n', "a", "timeout_s"),
+    "timeout on a gate": ('name = "w"\n[[step]]\nname = "a"\napproval = "ok?"\ntimeout_s = 5\n', "a", "timeout_s"),
+    "ref_set without to": ('name = "w"\n[[step]]\nname = "a"\nref_set = { name = "main" }\n', "a", "ref_set"),
+    "ref_set extra key": ('name = "w"\n[[step]]\nname = "a"\nref_set = { name = "m", to = "x", force = true }\n', "a", "ref_set"),
+    "invalid ref name": ('name = "w"\n[[step]]\nname = "a"\nref_delete = { name = "bad..name" }\n', "a", "ref_delete.name"),
+    "env not a table": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = "A=1"\n', "a", "env"),
+    "bad env name": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { "1A" = "x" }\n', "a", "env.1A"),
+    "bad reference": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { A = "${nope}" }\n', "a", "env.A"),
+    "literal secret in env": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { API_TOKEN = "abc" }\n', "a", "env.API_TOKEN"),
+    "literal secret in argv": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x", "--password", "hunter2"]\n', "a", "run[2]"),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID), ids=list(INVALID))
+def test_an_invalid_file_is_refused_naming_step_and_key(sw, case):
+    kit = Kit(sw)
+    text, step, key = INVALID[case]
+    kit.write(text)
+    ran = kit("workflow", "run", "flow.toml")
+    assert ran.exit == 2, ran.stdout
+    error = ran.error
+    assert error["code"] == "E_INVALID_ARG"
+    assert error["details"]["file"] == str(kit.dir / "flow.toml")
+    assert error["details"].get("step") == step
+    assert error["details"].get("key") == key
+    assert kit("workflow", "list", actor=None).result["workflows"] == []  # nothing was created
+    assert kit.marks() == []
+
+
+def test_toml_syntax_errors_and_missing_files_are_invalid_arguments(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]\n')
+    assert kit("workflow", "run", "flow.toml").error["code"] == "E_INVALID_ARG"
+    missing = kit("workflow", "run", "nope.toml")
+    assert missing.exit == 2 and "no workflow file" in missing.error["message"]
+
+
+def test_an_unset_env_reference_is_refused_before_anything_runs(sw):
+    kit = Kit(sw)
+    kit.write(
+        """\
+        name = "w"
+        [[step]]
+        name = "first"
+        run = ["./mark.sh", "first"]
+        [[step]]
+        name = "deploy"
+        run = ["./leak.sh"]
+        env = { DEPLOY_TOKEN = "${env:DEPLOY_TOKEN}" }
+        """
+    )
+    ran = kit("workflow", "run", "flow.toml")
+    assert ran.exit == 2
+    assert ran.error["details"] == {"step": "deploy", "variables": ["DEPLOY_TOKEN"]}
+    assert kit.marks() == []
+
+
+def test_show_definition_gives_the_definition_back_as_toml_with_secrets_redacted(sw, golden):
+    kit = Kit(sw)
+    _, wf = kit.run(
+        """\
+        name = "release-v1"
+        description = "promote, sign off, deploy"
+        [[step]]
+        name = "promote"
+        ref_set = { name = "release/v1", to = "main" }
+        [[step]]
+        name = "sign-off"
+        approval = "release manager approves"
+        [[step]]
+        name = "deploy"
+        description = "ship it"
+        run = ["./mark.sh", "deploy", "--token", "${env:DEPLOY_TOKEN}"]
+        rollback = ["./mark.sh", "undeploy"]
+        env = { DEPLOY_TOKEN = "${env:DEPLOY_TOKEN}", REGION = "eu-west", LITERAL = "$${not a reference}" }
+        timeout_s = 2.5
+        """,
+        env={"DEPLOY_TOKEN": SECRET},
+    )
+    ran = kit("workflow", "show-definition", wf, actor=None)
+    assert sw.transcript(ran) == golden
+    shown = tomllib.loads(ran.result["toml"])
+    assert shown["step"][2]["env"] == {"DEPLOY_TOKEN": "***", "REGION": "eu-west", "LITERAL": "$${not a reference}"}
+    assert shown["step"][2]["run"] == ["./mark.sh", "deploy", "--token", "***"]
+    assert SECRET not in ran.stdout

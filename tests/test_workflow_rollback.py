@@ -1,0 +1,342 @@
+"""`workflow rollback`: the preview, the confirmed rollback, every refusal, interrupted runs and
+rollbacks, a failing undo, and a real race of two rollback processes.
+
+The command steps are real scripts (tests/wfkit.py) that append to marks.log, so each test
+sees which undos ran, in which order and how many times.
+"""
+
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import Ran
+from wfkit import ALICE, Kit, envelope
+
+# promote and deploy/notify succeed and can be undone, migrate cannot, verify fails (it may
+# have done something), cleanup never runs.
+RELEASE = """\
+    name = "release"
+    [[step]]
+    name = "promote"
+    ref_set = { name = "release/v1", to = "main" }
+    [[step]]
+    name = "migrate"
+    run = ["./mark.sh", "migrate"]
+    [[step]]
+    name = "deploy"
+    run = ["./mark.sh", "deploy"]
+    rollback = ["./mark.sh", "undeploy"]
+    [[step]]
+    name = "notify"
+    run = ["./mark.sh", "notify"]
+    rollback = ["./mark.sh", "unnotify"]
+    [[step]]
+    name = "verify"
+    run = ["./fail.sh"]
+    [[step]]
+    name = "cleanup"
+    run = ["./mark.sh", "cleanup"]
+    """
+
+# Everything succeeds; deploy's rollback hangs (so a rollback can be caught, or killed, in flight).
+SLOW_UNDO = """\
+    name = "slow-undo"
+    [[step]]
+    name = "promote"
+    ref_set = { name = "release/v1", to = "main" }
+    [[step]]
+    name = "deploy"
+    run = ["./mark.sh", "deploy"]
+    rollback = ["./hang.sh", "undeploy"]
+    [[step]]
+    name = "notify"
+    run = ["./mark.sh", "notify"]
+    rollback = ["./mark.sh", "unnotify"]
+    """
+
+
+@pytest.fixture
+def kit(sw):
+    return Kit(sw)
+
+
+def failed_release(kit: Kit) -> str:
+    ran, wf = kit.run(RELEASE)
+    assert ran.error["code"] == "E_STEP_FAILED", ran.stdout
+    assert kit.marks() == ["migrate", "deploy", "notify"]
+    return wf
+
+
+def snapshot_of_store(kit: Kit, wf: str) -> tuple:
+    """What a refused rollback must leave exactly as it was."""
+    status = kit("workflow", "status", wf, actor=None).result
+    ops = kit("op", "log", "-n", "1", actor=None).result["ops"][0]["op"]
+    refs = kit("ref", "list", actor=None).result["refs"]
+    return (status["workflow"]["state"], [(s["name"], s["status"]) for s in status["steps"]], ops, refs, kit.marks())
+
+
+def test_the_preview_shows_the_blast_radius_and_changes_nothing(sw, kit, golden):
+    wf = failed_release(kit)
+    before = snapshot_of_store(kit, wf)
+    preview = kit("workflow", "rollback", wf)
+    again = kit("workflow", "rollback", wf, actor=None)  # a preview needs no identity
+    assert sw.transcript(preview) == golden
+    radius = preview.result["blast_radius"]
+    assert [e["step"] for e in radius["would_roll_back"]] == ["notify", "deploy", "promote"]
+    assert radius["would_roll_back"][2]["predicted"]["outcome"] == "ok"
+    assert [e["step"] for e in radius["left_in_place"]] == ["migrate"]
+    assert [e["step"] for e in radius["not_reversed"]] == ["verify"]
+    assert [e["step"] for e in radius["no_effect"]] == ["cleanup"]
+    assert radius["counts"]["would_roll_back"] == 3 and radius["blockers"] == []
+    assert again.result["preview_id"] == preview.result["preview_id"]  # the same radius, the same id
+    assert snapshot_of_store(kit, wf) == before
+
+
+def test_a_confirmed_rollback_undoes_last_first_exactly_once(sw, kit, golden):
+    wf = failed_release(kit)
+    preview_id = kit("workflow", "rollback", wf).result["preview_id"]
+    confirmed = kit("workflow", "rollback", wf, "--confirm", "--expect-preview", preview_id, actor="human/bob")
+    status = kit("workflow", "status", wf, actor=None)
+    again = kit("workflow", "rollback", wf, "--confirm")
+    assert sw.transcript(confirmed, status, again) == golden
+    assert confirmed.result["state"] == "rolled_back"
+    assert [r["step"] for r in confirmed.result["results"]] == ["notify", "deploy", "promote"]
+    assert kit.marks() == ["migrate", "deploy", "notify", "unnotify", "undeploy"]
+    assert "release/v1" not in [r["name"] for r in kit("ref", "list", actor=None).result["refs"]]
+    undo = kit("op", "show", str(confirmed.result["results"][2]["op"]), actor=None).result
+    assert (undo["kind"], undo["actor"], undo["undoes"]) == ("undo", "human/bob", status.result["steps"][0]["op"])
+    assert undo["description"] == f"workflow {wf} rollback of step promote: undo op {undo['undoes']}"
+    assert again.error["code"] == "E_REFUSED"  # already rolled back: nothing runs twice
+    assert kit.marks() == ["migrate", "deploy", "notify", "unnotify", "undeploy"]
+
+
+def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, golden):
+    wf = failed_release(kit)
+    kit("ref", "set", "release/v1", kit.c1, actor="agent/worker-17")  # op 5 moves it on
+    preview = kit("workflow", "rollback", wf)
+    confirmed = kit("workflow", "rollback", wf, "--confirm")
+    assert sw.transcript(preview, confirmed) == golden
+    predicted = preview.result["blast_radius"]["would_roll_back"][2]["predicted"]
+    assert (predicted["outcome"], predicted["code"]) == ("fails", "E_CAS_MISMATCH")
+    assert predicted["details"]["conflicts"][0]["moved_by"] == [5]
+    assert preview.result["blast_radius"]["state_after"] == "rollback_failed"
+    assert confirmed.result["state"] == "rollback_failed"
+    assert [r["status"] for r in confirmed.result["results"]] == ["rolled_back", "rolled_back", "rollback_failed"]
+    assert kit.marks()[-2:] == ["unnotify", "undeploy"]
+    # Take back the later move, and the retry undoes promote; the command undos are not re-run.
+    kit("op", "undo", "5", actor="agent/worker-17")
+    retry = kit("workflow", "rollback", wf, "--confirm")
+    assert [(e["step"], e["retry"]) for e in retry.result["blast_radius"]["would_roll_back"]] == [("promote", True)]
+    assert retry.result["state"] == "rolled_back"
+    assert kit.marks() == ["migrate", "deploy", "notify", "unnotify", "undeploy"]
+
+
+def test_a_failing_undo_command_does_not_stop_the_rest(sw, kit, golden):
+    ran, wf = kit.run(RELEASE.replace('rollback = ["./mark.sh", "undeploy"]', 'rollback = ["./fail.sh"]'))
+    confirmed = kit("workflow", "rollback", wf, "--confirm")
+    status = kit("workflow", "status", wf, actor=None)
+    assert sw.transcript(confirmed, status) == golden
+    results = {r["step"]: r for r in confirmed.result["results"]}
+    assert results["deploy"]["status"] == "rollback_failed" and results["deploy"]["exit_code"] == 3
+    assert results["notify"]["status"] == results["promote"]["status"] == "rolled_back"
+    assert confirmed.result["state"] == "rollback_failed"
+    assert kit.marks() == ["migrate", "deploy", "notify", "unnotify"]
+
+
+def test_an_op_already_undone_by_hand_is_not_undone_twice(sw, kit):
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "promote"\nref_set = { name = "release/v1", to = "main" }\n')
+    kit("op", "undo", "4")  # op 5
+    preview = kit("workflow", "rollback", wf, "--include-completed").result
+    assert preview["blast_radius"]["would_roll_back"][0]["predicted"] == {"outcome": "already_undone", "by": 5}
+    confirmed = kit("workflow", "rollback", wf, "--confirm", "--include-completed").result
+    assert confirmed["results"][0]["op"] == 5 and confirmed["results"][0]["already_undone"]
+    assert kit("op", "log", "-n", "1", actor=None).result["ops"][0]["op"] == 5  # no new op
+
+
+# --- refusals: E_REFUSED, nothing changed -----------------------------------------------------
+
+
+def refused(kit: Kit, wf: str, *args: str, env: dict | None = None) -> Ran:
+    before = snapshot_of_store(kit, wf)
+    ran = kit("workflow", "rollback", wf, "--confirm", *args, env=env)
+    assert ran.exit == 7 and ran.error["code"] == "E_REFUSED", ran.stdout
+    assert snapshot_of_store(kit, wf) == before
+    return ran
+
+
+def test_refused_when_completed_unless_included(sw, kit, golden):
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy"]\n')
+    ran = refused(kit, wf)
+    assert sw.transcript(ran) == golden
+    assert [r["code"] for r in ran.error["details"]["refusals"]] == ["completed_not_included"]
+    assert kit("workflow", "rollback", wf, "--confirm", "--include-completed").result["state"] == "rolled_back"
+
+
+def test_refused_when_cancelled(sw, kit, golden):
+    wf = failed_release(kit)
+    kit("workflow", "cancel", wf)
+    ran = refused(kit, wf)
+    assert sw.transcript(ran) == golden
+    assert [r["code"] for r in ran.error["details"]["refusals"]] == ["workflow_state"]
+
+
+def test_refused_when_pending(sw, kit, golden):
+    """A workflow whose run died between creating it and starting its first step."""
+    from swarmctl.store import Store
+    from swarmctl.tools.workflow import definition, process, records
+
+    flow = kit.write(RELEASE)
+    store = Store.open(Path(kit.repo))
+    with store.write(ALICE) as w:
+        records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), process.ProcessId(2**22 + 7, "1"))
+    store.close()
+    ran = refused(kit, "wf-pending1")
+    assert sw.transcript(ran) == golden
+    assert "has not started" in ran.error["details"]["refusals"][0]["message"]
+
+
+def test_refused_on_a_step_status_it_does_not_recognise(sw, kit, golden):
+    wf = failed_release(kit)
+    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:  # as a newer swarmctl might have left it
+        db.execute("UPDATE workflow_steps SET status = 'paused' WHERE workflow = ? AND name = 'deploy'", (wf,))
+    ran = refused(kit, wf)
+    assert sw.transcript(ran) == golden
+    assert [r["code"] for r in ran.error["details"]["refusals"]] == ["unknown_step_status", "unknown_effects_unacknowledged"]
+    # Acknowledging does not lift the unknown status: every other refusal still applies.
+    assert [r["code"] for r in refused(kit, wf, "--acknowledge-unknown-effects", "all").error["details"]["refusals"]] == [
+        "unknown_step_status"
+    ]
+
+
+def test_refused_on_a_record_it_cannot_read(sw, kit, golden):
+    wf = failed_release(kit)
+    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
+        db.execute("UPDATE workflow_steps SET result = '{not json' WHERE workflow = ? AND name = 'notify'", (wf,))
+    ran = refused(kit, wf, "--acknowledge-unknown-effects", "notify")
+    assert sw.transcript(ran) == golden
+    assert [r["code"] for r in ran.error["details"]["refusals"]] == ["unreadable_record"]
+
+
+def test_refused_when_the_radius_changed_since_the_preview(sw, kit, golden):
+    wf = failed_release(kit)
+    seen = kit("workflow", "rollback", wf).result["preview_id"]
+    kit("ref", "set", "release/v1", kit.c1)  # the radius changes: promote's undo would now conflict
+    ran = refused(kit, wf, "--expect-preview", seen)
+    assert sw.transcript(ran) == golden
+    (refusal,) = ran.error["details"]["refusals"]
+    assert (refusal["code"], refusal["expected"]) == ("preview_mismatch", seen)
+    assert refusal["actual"] == ran.error["details"]["preview_id"] != seen
+
+
+def test_refused_when_a_rollback_needs_an_unset_variable(sw, kit, golden):
+    env = {"DEPLOY_TOKEN": "t0ken-value"}
+    _, wf = kit.run(
+        'name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\n'
+        'rollback = ["./mark.sh", "undeploy"]\nenv = { DEPLOY_TOKEN = "${env:DEPLOY_TOKEN}" }\n',
+        env=env,
+    )
+    ran = refused(kit, wf, "--include-completed")
+    assert sw.transcript(ran) == golden
+    assert ran.error["details"]["refusals"][0]["variables"] == ["DEPLOY_TOKEN"]
+    assert kit("workflow", "rollback", wf, "--confirm", "--include-completed", env=env).result["state"] == "rolled_back"
+
+
+def test_acknowledging_a_step_that_does_not_exist_is_invalid(kit):
+    wf = failed_release(kit)
+    ran = kit("workflow", "rollback", wf, "--acknowledge-unknown-effects", "no-such-step")
+    assert ran.exit == 2 and ran.error["details"]["steps"] == ["no-such-step"]
+
+
+# --- interrupted runs and rollbacks (real processes, killed) ---------------------------------
+
+
+def test_an_interrupted_step_must_be_acknowledged_and_is_then_left_alone(sw, kit, golden):
+    kit.write(SLOW_UNDO.replace('run = ["./mark.sh", "deploy"]', 'run = ["./hang.sh", "deploy"]'))
+    proc = kit.popen("workflow", "run", "flow.toml")
+    try:
+        kit.wait_for_mark("deploy", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        kit.kill_hung("deploy")
+    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    preview = kit("workflow", "rollback", wf)
+    not_acknowledged = refused(kit, wf)
+    confirmed = kit("workflow", "rollback", wf, "--confirm", "--acknowledge-unknown-effects", "deploy")
+    assert sw.transcript(preview, not_acknowledged, confirmed) == golden
+    (unknown,) = preview.result["blast_radius"]["unknown_effects"]
+    assert (unknown["step"], unknown["status"], unknown["during"], unknown["acknowledged"]) == ("deploy", "interrupted", "run", False)
+    assert [r["step"] for r in confirmed.result["results"]] == ["promote"]
+    assert confirmed.result["acknowledged"] == ["deploy"] and confirmed.result["state"] == "rolled_back"
+    assert kit.marks() == ["deploy"]  # its rollback was not run: its effect was never known
+
+
+def test_a_rollback_killed_half_way_continues_after_acknowledgement(sw, kit, golden):
+    _, wf = kit.run(SLOW_UNDO)
+    first = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
+    try:
+        kit.wait_for_mark("undeploy", first)  # notify is undone; deploy's undo is in flight
+        held = kit("workflow", "rollback", wf, "--confirm", "--include-completed")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        kit.kill_hung("undeploy")
+    preview = kit("workflow", "rollback", wf, "--include-completed")
+    refusal = refused(kit, wf, "--include-completed")
+    resumed = kit("workflow", "rollback", wf, "--confirm", "--include-completed", "--acknowledge-unknown-effects", "deploy")
+    status = kit("workflow", "status", wf, actor=None)
+    assert sw.transcript(held, preview, refusal, resumed, status) == golden
+    assert held.error["code"] == "E_REFUSED" and held.error["details"]["refusals"][0]["code"] == "workflow_state"
+    radius = preview.result["blast_radius"]
+    assert radius["workflow"]["state"] == "rollback_failed"
+    assert [(e["step"], e["during"]) for e in radius["unknown_effects"]] == [("deploy", "rollback")]
+    assert [e["step"] for e in radius["already_rolled_back"]] == ["notify"]
+    assert [e["step"] for e in radius["would_roll_back"]] == ["promote"]
+    assert resumed.result["state"] == "rolled_back"
+    assert kit.marks() == ["deploy", "notify", "unnotify", "undeploy"]  # each undo ran once
+
+
+def test_two_rollbacks_at_once_exactly_one_acts(kit):
+    flow = 'name = "race"\n' + "".join(
+        f'[[step]]\nname = "s{i}"\nrun = ["./mark.sh", "do{i}"]\nrollback = ["./mark.sh", "undo{i}"]\n' for i in range(1, 6)
+    )
+    for round_ in range(2):
+        kit.write(flow, f"race{round_}.toml")
+        kit("workflow", "run", f"race{round_}.toml")
+        wf = kit("workflow", "list", "-n", "1", actor=None).result["workflows"][0]["id"]
+        (kit.dir / "marks.log").unlink()
+        procs = [kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed") for _ in range(2)]
+        outcomes = [envelope(p) for p in procs]
+        winners = [env for code, env in outcomes if code == 0]
+        losers = [env for code, env in outcomes if code != 0]
+        assert len(winners) == 1 and len(losers) == 1, outcomes
+        assert winners[0]["result"]["state"] == "rolled_back"
+        assert losers[0]["error"]["code"] in ("E_STATE", "E_BUSY", "E_REFUSED"), losers[0]
+        if losers[0]["error"]["code"] == "E_REFUSED":  # it looked after the winner had claimed it
+            assert "workflow_state" in [r["code"] for r in losers[0]["error"]["details"]["refusals"]]
+        assert kit.marks() == ["undo5", "undo4", "undo3", "undo2", "undo1"]
+
+
+# --- the rules live in the library: every door gets them -------------------------------------
+
+
+def test_the_json_door_gets_the_same_refusal_as_the_cli(sw, kit):
+    """`swarmctl call` and MCP run tools through runner.run_json: the same library function,
+    so the same safety rules and the same envelope."""
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    wf = failed_release(kit)
+    kit("ref", "set", "release/v1", kit.c1)
+    cli = kit("workflow", "rollback", wf, "--confirm", "--expect-preview", "pv-0000000000000000")
+    door = runner.run_json(
+        registry.get("workflow_rollback"),
+        {"workflow": wf, "confirm": True, "expect_preview": "pv-0000000000000000"},
+        Context(repo=kit.repo, actor=ALICE),
+    )
+    door["meta"]["elapsed_ms"] = cli.envelope["meta"]["elapsed_ms"]
+    assert door == cli.envelope
+    assert door["error"]["code"] == "E_REFUSED"
+    assert kit.marks() == ["migrate", "deploy", "notify"]

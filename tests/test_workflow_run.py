@@ -1,0 +1,312 @@
+"""`workflow run`, `status`, `list`, `approve`, `resume`, `cancel`: real scripts as command
+steps, real processes where the test is about processes (kills, terminals)."""
+
+import os
+import pty
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import swarmctl_argv
+from wfkit import ALICE, SECRET, Kit
+
+RELEASE = """\
+    name = "release-v1"
+    [[step]]
+    name = "promote"
+    ref_set = { name = "release/v1", to = "main" }
+    [[step]]
+    name = "sign-off"
+    approval = "release manager approves"
+    [[step]]
+    name = "deploy"
+    run = ["./mark.sh", "deploy"]
+    rollback = ["./mark.sh", "undeploy"]
+    timeout_s = 10
+    """
+
+
+def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
+    kit = Kit(sw)
+    ran, wf = kit.run(RELEASE)
+    assert ran.result["workflow"]["state"] == "awaiting_approval"
+    assert kit.marks() == []  # the deploy waits behind the gate
+    too_early = kit("workflow", "resume", wf, actor="ci/release")
+    approve = kit("workflow", "approve", wf, actor="human/bob")
+    again = kit("workflow", "approve", wf, "--step", "sign-off", actor="human/carol")
+    resume = kit("workflow", "resume", wf, actor="ci/release")
+    status = kit("workflow", "status", wf, actor=None)
+    assert sw.transcript(ran, too_early, approve, again, resume, status) == golden
+    assert too_early.error["code"] == "E_STATE"
+    assert approve.result["approved_by"] == "human/bob"
+    assert again.result["already_approved"] and again.result["approved_by"] == "human/bob"
+    assert status.result["workflow"]["state"] == "completed"
+    assert kit.marks() == ["deploy"]
+    op = kit("op", "show", str(status.result["steps"][0]["op"]), actor=None).result
+    assert op["kind"] == "workflow_step"
+    assert op["description"] == f"workflow {wf} step promote: create release/v1 to {kit.c2[:12]}"
+    assert op["actor"] == ALICE
+
+
+def test_a_failing_command_stops_the_run_and_resume_retries_it_only_when_named(sw, golden):
+    kit = Kit(sw)
+    flow = """\
+        name = "flaky"
+        [[step]]
+        name = "first"
+        run = ["./mark.sh", "first"]
+        [[step]]
+        name = "check"
+        run = ["./fail.sh"]
+        [[step]]
+        name = "last"
+        run = ["./mark.sh", "last"]
+        """
+    failed, wf = kit.run(flow)
+    resume = kit("workflow", "resume", wf)
+    # The definition was stored when the run began: editing the file changes nothing (see the end).
+    kit.write(flow.replace("./fail.sh", "./mark.sh\", \"check"))
+    retry_wrong = kit("workflow", "resume", wf, "--retry", "first")
+    assert sw.transcript(failed, resume, retry_wrong) == golden
+    assert failed.exit == 10 and failed.error["code"] == "E_STEP_FAILED"
+    assert failed.error["details"]["result"]["stderr_tail"] == "fail.sh: the target refused\n"
+    assert failed.error["details"]["result"]["exit_code"] == 3
+    assert resume.error["code"] == "E_STATE" and resume.error["next"]["arguments"] == {"workflow": wf, "retry": "check"}
+    assert retry_wrong.exit == 7  # `first` succeeded: the run stopped at `check`
+    (kit.dir / "fail.sh").write_text("#!/bin/sh\necho fixed\n")
+    retried = kit("workflow", "resume", wf, "--retry", "check")
+    assert retried.result["workflow"]["state"] == "completed"
+    check = retried.result["steps"][1]
+    assert (check["status"], check["attempts"], check["result"]["stdout_tail"]) == ("success", 2, "fixed\n")
+    assert kit.marks() == ["first", "last"]
+
+
+def test_a_timeout_kills_the_whole_process_group(sw):
+    kit = Kit(sw)
+    started = time.monotonic()
+    ran, wf = kit.run(
+        """\
+        name = "slow"
+        [[step]]
+        name = "wait"
+        run = ["./hang.sh", "wait"]
+        timeout_s = 0.3
+        """
+    )
+    assert time.monotonic() - started < 10
+    result = ran.error["details"]["result"]
+    assert ran.error["code"] == "E_STEP_FAILED"
+    assert result["timed_out"] and result["exit_code"] is None and result["signal"] == "SIGTERM"
+    pid = int((kit.dir / "wait.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the script (exec'd into sleep) outlived its timeout"
+
+
+def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
+    kit = Kit(sw)
+    kit("ref", "set", "release/v1", kit.c2, "--create")  # op 4
+    ran, wf = kit.run(
+        """\
+        name = "refs"
+        [[step]]
+        name = "same"
+        ref_set = { name = "release/v1", to = "main" }
+        [[step]]
+        name = "back"
+        ref_set = { name = "release/v1", to = "first-is-not-a-ref" }
+        """
+    )
+    assert ran.error["code"] == "E_STEP_FAILED"
+    assert ran.error["details"]["result"]["error"]["code"] == "E_NOT_FOUND"
+    steps = kit("workflow", "status", wf, actor=None).result["steps"]
+    assert steps[0]["status"] == "success" and steps[0]["op"] is None  # it already named main's changeset
+    assert kit("op", "log", "-n", "1", actor=None).result["ops"][0]["op"] == 4  # no op was appended
+    ran, wf = kit.run('name = "del"\n[[step]]\nname = "gone"\nref_delete = { name = "release/v1" }\n', name="del.toml")
+    op = ran.result["steps"][0]["op"]
+    assert kit("op", "show", str(op), actor=None).result["ref_moves"] == [{"name": "release/v1", "old": kit.c2, "new": None}]
+    ran, _ = kit.run('name = "del"\n[[step]]\nname = "again"\nref_delete = { name = "release/v1" }\n', name="del.toml")
+    assert ran.error["details"]["result"]["error"]["code"] == "E_NOT_FOUND"
+
+
+def test_relative_command_paths_resolve_against_the_workflow_file(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "a"\nrun = ["./mark.sh", "from-elsewhere"]\n')
+    ran = sw("--repo", kit.repo, "--as", ALICE, "workflow", "run", "flows/flow.toml", cwd=sw.tmp)
+    assert ran.result["workflow"]["base_dir"] == str(kit.dir)
+    assert kit.marks() == ["from-elsewhere"]  # ran in the file's folder, not the caller's
+
+
+def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, golden):
+    kit = Kit(sw)
+    kit.write(
+        """\
+        name = "killed"
+        [[step]]
+        name = "promote"
+        ref_set = { name = "release/v1", to = "main" }
+        [[step]]
+        name = "deploy"
+        run = ["./hang.sh", "deploy"]
+        rollback = ["./mark.sh", "undeploy"]
+        [[step]]
+        name = "after"
+        run = ["./mark.sh", "after"]
+        """
+    )
+    proc = kit.popen("workflow", "run", "flow.toml")
+    try:
+        kit.wait_for_mark("deploy", proc)
+        wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+        live = kit("workflow", "status", wf, actor=None).result
+        # The store is not locked while the command runs: others write without waiting.
+        other = kit("ref", "set", "elsewhere", kit.c1, "--create", env={"SWARMCTL_LOCK_TIMEOUT": "0.5"})
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        kit.kill_hung("deploy")
+    assert (live["workflow"]["state"], live["steps"][1]["status"], live["workflow"]["owner"]["alive"]) == ("running", "running", True)
+    assert other.exit == 0 and other.result["op"] == 5
+    status = kit("workflow", "status", wf, actor=None)
+    listed = kit("workflow", "list", actor=None)
+    resume = kit("workflow", "resume", wf)
+    assert sw.transcript(status, listed, resume) == golden
+    deploy = status.result["steps"][1]
+    assert (deploy["status"], deploy["interrupted_during"]) == ("interrupted", "run")
+    assert status.result["workflow"]["state"] == "failed"
+    assert resume.error["code"] == "E_STATE" and "--retry deploy" in resume.error["message"]
+    assert kit.marks() == ["deploy"]  # started once, never again; `after` never ran
+
+
+def test_cancel_skips_what_has_not_run_and_leaves_the_rest(sw, golden):
+    kit = Kit(sw)
+    _, wf = kit.run(RELEASE)
+    cancel = kit("workflow", "cancel", wf)
+    again = kit("workflow", "cancel", wf)
+    resume = kit("workflow", "resume", wf)
+    assert sw.transcript(cancel, again, resume) == golden
+    assert cancel.result["skipped"] == ["sign-off", "deploy"] and cancel.result["left_applied"] == ["promote"]
+    assert again.error["code"] == resume.error["code"] == "E_STATE"
+
+
+def test_list_and_state_filter(sw):
+    kit = Kit(sw)
+    _, waiting = kit.run(RELEASE)
+    _, done = kit.run('name = "quick"\n[[step]]\nname = "a"\nrun = ["./mark.sh", "a"]\n', name="quick.toml")
+    listed = kit("workflow", "list", actor=None).result
+    assert [w["id"] for w in listed["workflows"]] == [done, waiting] and not listed["has_more"]
+    assert listed["workflows"][0] | {"created_at": None, "updated_at": None} == {
+        "id": done, "name": "quick", "state": "completed", "steps": 1, "done": 1, "created_by": ALICE,
+        "created_at": None, "updated_at": None,
+    }
+    only = kit("workflow", "list", "--state", "awaiting_approval", actor=None).result["workflows"]
+    assert [w["id"] for w in only] == [waiting]
+    page = kit("workflow", "list", "-n", "1", actor=None).result
+    assert len(page["workflows"]) == 1 and page["has_more"]
+    assert kit("workflow", "status", "wf-zzzzzzzz", actor=None).error["code"] == "E_NOT_FOUND"
+    assert kit("workflow", "status", done[:7], actor=None).result["workflow"]["id"] == done  # a unique prefix
+
+
+def test_env_values_never_reach_the_store_nor_any_output(sw):
+    """${env:DEPLOY_TOKEN} is resolved for the command, which prints it: the database file and
+    its -wal file never hold it, and no output shows it."""
+    kit = Kit(sw)
+    # Hold a connection open so the -wal file stays on disk (SQLite folds it into the main file
+    # and deletes it when the last connection closes): the grep then sees both.
+    keeper = sqlite3.connect(Path(kit.repo) / "swarmops.db")
+    keeper.execute("SELECT COUNT(*) FROM ops").fetchone()
+    env = {"DEPLOY_TOKEN": SECRET}
+    ran, wf = kit.run(
+        """\
+        name = "secret"
+        [[step]]
+        name = "leak"
+        run = ["./leak.sh", "--token", "${env:DEPLOY_TOKEN}"]
+        rollback = ["./leak.sh"]
+        env = { DEPLOY_TOKEN = "${env:DEPLOY_TOKEN}", PASSWORD = "${env:DEPLOY_TOKEN}" }
+        [[step]]
+        name = "fail"
+        run = ["./fail.sh"]
+        env = { API_TOKEN = "${env:DEPLOY_TOKEN}" }
+        """,
+        env=env,
+    )
+    outputs = [
+        ran,
+        kit("workflow", "status", wf, actor=None),
+        kit("workflow", "show-definition", wf, actor=None),
+        kit("workflow", "rollback", wf, env=env),
+        kit("workflow", "rollback", wf, "--confirm", env=env),
+        kit("workflow", "status", wf, actor=None),
+    ]
+    assert kit.marks() == [SECRET, SECRET]  # the scripts did get the value, run and rollback
+    assert (Path(kit.repo) / "swarmops.db-wal").stat().st_size > 0
+    assert SECRET.encode() not in kit.db_bytes()
+    for out in outputs:
+        assert SECRET not in out.stdout + out.stderr
+    leak = outputs[-1].result["steps"][0]
+    assert leak["result"]["stdout_tail"] == "token is ***\n"
+    assert leak["result"]["stderr_tail"] == "DEPLOY_TOKEN=***\n"
+    assert leak["definition"]["env"] == {"DEPLOY_TOKEN": "***", "PASSWORD": "***"}
+    undo = outputs[4].result["results"][0]
+    assert undo["stdout_tail"] == "token is ***\n" and undo["stderr_tail"] == "DEPLOY_TOKEN=***\n"
+    assert leak["status"] == "rolled_back"
+    keeper.close()
+
+
+def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_the_envelope(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "deploy-eu"\nrun = ["./mark.sh", "deploy-eu"]\n')
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *kit.as_(ALICE), "workflow", "run", "flow.toml"],
+        cwd=kit.dir, env={**sw.env, "TERM": "xterm", "COLUMNS": "100"},
+        stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )
+    os.close(secondary)
+    out, _ = proc.communicate(timeout=60)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 0
+    assert len(out.splitlines()) == 1 and out.startswith('{"ok":true,"op":"workflow_run"')
+    assert b"running step 1 deploy-eu" in seen
+    # Not on a terminal: nothing at all on stderr.
+    plain = kit.process("workflow", "run", "flow.toml")
+    assert plain.exit == 0 and plain.stderr == ""
+
+
+def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./hang.sh", "deploy"]\n')
+    proc = kit.popen("workflow", "run", "flow.toml")
+    try:
+        kit.wait_for_mark("deploy", proc)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+    finally:
+        kit.kill_hung("deploy")
+    assert proc.returncode == 130
+    pid = int((kit.dir / "deploy.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists(), "the command outlived Ctrl-C"
+    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    status = kit("workflow", "status", wf, actor=None).result
+    assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
+    assert (status["steps"][0]["status"], status["steps"][0]["interrupted_during"]) == ("interrupted", "run")
+
+
+def test_a_secret_a_command_prints_as_key_value_is_masked_before_it_is_stored(sw):
+    kit = Kit(sw)
+    (kit.dir / "chatty.sh").write_text("#!/bin/sh\necho 'connecting with API_KEY=kv-literal-0042 to eu'\n")
+    (kit.dir / "chatty.sh").chmod(0o755)
+    ran, wf = kit.run('name = "w"\n[[step]]\nname = "chatty"\nrun = ["./chatty.sh"]\n')
+    assert ran.result["steps"][0]["result"]["stdout_tail"] == "connecting with API_KEY=*** to eu\n"
+    kit("workflow", "status", wf, actor=None)  # a read, to be sure the store is closed and flushed
+    assert b"kv-literal-0042" not in kit.db_bytes()

@@ -1,0 +1,77 @@
+"""Unit tests for the tricky parts of workflows: telling a live process from a dead one (or a
+reused pid), `${env:...}` references, the blast radius's fingerprint, command tails."""
+
+import os
+import subprocess
+import sys
+
+from swarmctl.tools.workflow import blast_radius, definition, process
+
+
+def test_a_live_process_is_alive_only_with_its_own_start_time():
+    me = process.me()
+    assert me.start is not None
+    assert process.alive(me.pid, me.start)
+    # The same pid with another start time is a different process that reused the pid.
+    assert not process.alive(me.pid, str(int(me.start) + 1))
+    assert not process.alive(None, None)
+
+
+def test_a_finished_process_is_not_alive():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = process.start_time(child.pid)
+    child.wait()
+    assert not process.alive(child.pid, start)
+
+
+def test_references_expand_and_escape():
+    env = {"TOKEN": "t0k", "REGION": "eu"}
+    assert definition.references("a ${env:TOKEN} b ${env:REGION}") == ["TOKEN", "REGION"]
+    assert definition.expand("x-${env:REGION}-$${literal}", env) == "x-eu-${literal}"
+    assert definition.only_references("${env:TOKEN}") and definition.only_references(" ${env:A}${env:B} ")
+    assert not definition.only_references("Bearer ${env:TOKEN}") and not definition.only_references("abc")
+    step = {"run": ["p", "${env:A}"], "rollback": ["q", "${env:B}"], "env": {"X": "${env:A}", "Y": "${env:C}"}}
+    assert definition.step_references(step) == ["A", "B", "C"]
+    assert definition.missing_references(step, {"A": "1"}) == ["B", "C"]
+
+
+def _radius(**changes):
+    radius = {
+        "workflow": {"id": "wf-aaaaaaaa", "name": "w", "state": "failed"},
+        "state_after": "rolled_back",
+        "counts": {"would_roll_back": 1},
+        "would_roll_back": [{"step": "a", "predicted": {"outcome": "ok"}}],
+        "left_in_place": [], "unknown_effects": [{"step": "b", "acknowledged": False}], "not_reversed": [],
+        "already_rolled_back": [], "no_effect": [], "blockers": [], "unmeasured": [],
+    }
+    radius.update(changes)
+    return radius
+
+
+def test_the_fingerprint_ignores_the_callers_decisions_and_sees_the_radius():
+    base = blast_radius.fingerprint(_radius())
+    assert base.startswith("pv-") and len(base) == 19
+    assert blast_radius.fingerprint(_radius(unknown_effects=[{"step": "b", "acknowledged": True}])) == base
+    assert blast_radius.fingerprint(_radius(blockers=[{"code": "x", "message": "y"}])) == base
+    moved = _radius(would_roll_back=[{"step": "a", "predicted": {"outcome": "fails", "code": "E_CAS_MISMATCH"}}])
+    assert blast_radius.fingerprint(moved) != base
+    assert blast_radius.fingerprint(_radius(workflow={"id": "wf-aaaaaaaa", "name": "w", "state": "rollback_failed"})) != base
+
+
+def test_command_output_keeps_only_a_tail(tmp_path):
+    outcome = process.run_command(
+        [sys.executable, "-c", "import sys; sys.stdout.write('x' * 10000 + 'END'); sys.exit(4)"],
+        cwd=tmp_path, env=os.environ, timeout_s=30,
+    )
+    assert outcome.exit_code == 4 and not outcome.ok
+    assert outcome.stdout_tail.endswith("END") and len(outcome.stdout_tail) == process.TAIL_BYTES + 1  # "…" + tail
+
+
+def test_a_program_that_cannot_start_is_a_failed_outcome_not_a_crash(tmp_path):
+    outcome = process.run_command(["./missing.sh"], cwd=tmp_path, env=os.environ, timeout_s=5)
+    assert outcome.exit_code is None and outcome.error.startswith("cannot start")
+    assert process.program_problem("./missing.sh", tmp_path, os.environ) == f"no such program: {tmp_path}/missing.sh"
+    (tmp_path / "plain.txt").write_text("")
+    assert process.program_problem("./plain.txt", tmp_path, os.environ).startswith("not executable")
+    assert process.program_problem("no-such-program-anywhere", tmp_path, os.environ).endswith("is not on PATH")
+    assert process.program_problem("sh", tmp_path, os.environ) is None
