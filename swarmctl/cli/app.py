@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import typer
 
 from swarmctl import __version__, registry
+from swarmctl.cli import doors
+from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import MAX_INT, Tool, cli_of, long_flag
 
@@ -60,6 +62,8 @@ def tools_for(args: list[str]) -> list[Tool] | None:
             continue
         if word.startswith("-"):
             continue
+        if word in DOORS:
+            return []  # `mcp` and `call` find their tools themselves
         if word not in registry.AREAS:
             return None
         area = registry.area(word)
@@ -276,6 +280,7 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
                 parent.add_typer(groups[part], name=part)
             parent = groups[part]
         parent.command(name=tool.cli[-1], help=tool.description, short_help=tool.summary)(_command(tool))
+    doors.add_to(app)
     return app
 
 

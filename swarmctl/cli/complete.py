@@ -68,6 +68,14 @@ def _schema_types(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, st
             yield name, ""
 
 
+def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl import registry
+
+    for tool in registry.tools():
+        if tool.name.startswith(incomplete):
+            yield tool.name, tool.summary
+
+
 def _none(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     return iter(())
 
@@ -78,6 +86,7 @@ SOURCES: dict[str, Any] = {
     "refs": _safely(_refs),
     "changesets": _safely(_changesets),
     "schema_types": _safely(_schema_types),
+    "tools": _safely(_tools),
     "workflows": _safely(_none),
     "steps": _safely(_none),
 }
