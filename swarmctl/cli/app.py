@@ -215,7 +215,24 @@ def _request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
             values[f.name] = _read_files(long_flag(f), value or [])
         elif value is None and f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
             values[f.name] = f.default_factory()  # type: ignore[misc]
+        _check_length(f, values.get(f.name))
     return tool.request(**values)
+
+
+def _check_length(f: dataclasses.Field, value: Any) -> None:
+    """The length bounds the JSON doors check through pydantic (`arg(min_length=..)`), checked here."""
+    low, high = f.metadata.get("min_length"), f.metadata.get("max_length")
+    if value is None or (low is None and high is None):
+        return
+    if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+        name = cli_of(f).metavar if cli_of(f).positional else long_flag(f)
+        bounds = f"at least {low}" if high is None else f"at most {high}" if low is None else f"{low} to {high}"
+        unit = "characters" if isinstance(value, str) else "items"
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{name} must be {bounds} {unit} long, not {len(value)}",
+            details={"field": f.name, "min_length": low, "max_length": high, "length": len(value)},
+        )
 
 
 def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
