@@ -63,7 +63,7 @@ def call(
     tool: Annotated[str, typer.Argument(metavar="TOOL", help="The tool's name, e.g. undo or op_log.", autocompletion=_complete_tools, show_default=False)],
     arguments: Annotated[
         Optional[str],
-        typer.Argument(metavar="[JSON | -]", help="The arguments as a JSON object; - reads them from stdin. Default: {}.", show_default=False),
+        typer.Argument(metavar="JSON", help="The arguments as a JSON object, or - to read them from stdin. Default: {}.", show_default=False),
     ] = None,
 ) -> None:
     from swarmctl import registry
