@@ -67,16 +67,16 @@ class _Recorded:
 
 
 class McpClient:
-    """`swarmctl [--repo REPO] [--as ACTOR] mcp`, with the SDK's client session after `initialize`."""
+    """`swarmctl mcp [--repo REPO] [--as ACTOR]`, with the SDK's client session after `initialize`."""
 
     def __init__(self, repo: Path | str | None, actor: str | None = None, cwd: Path | None = None) -> None:
         argv = swarmctl_argv()
-        args = [*argv[1:]]
+        args = [*argv[1:], "mcp"]
         if repo is not None:
             args += ["--repo", str(repo)]
         if actor is not None:
             args += ["--as", actor]
-        self.command, self.args = argv[0], [*args, "mcp"]
+        self.command, self.args = argv[0], args
         self.cwd = cwd
         self.stderr = tempfile.TemporaryFile(mode="w+")
 
@@ -141,7 +141,8 @@ class McpClient:
 
 
 class RawServer:
-    """The server process on plain pipes: JSON-RPC lines in, lines out."""
+    """The server process on plain pipes: JSON-RPC lines in, lines out. (It is started as
+    `swarmctl --repo REPO --as ACTOR mcp`, the global options' form; McpClient uses the other.)"""
 
     def __init__(self, repo: Path | str, actor: str | None = None, env: dict[str, str] | None = None) -> None:
         args = ["--repo", str(repo)] + (["--as", actor] if actor else []) + ["mcp"]

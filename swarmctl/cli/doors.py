@@ -32,11 +32,25 @@ field named twice is E_INVALID_ARG. An unknown TOOL is E_NOT_FOUND with the list
 """
 
 
-def mcp(cli_ctx: typer.Context) -> None:
+def mcp(
+    cli_ctx: typer.Context,
+    repo: Annotated[
+        Optional[str],
+        typer.Option("--repo", "-R", metavar="PATH", help="The store, as the global --repo (here for `swarmctl mcp --repo PATH`).", show_default=False),
+    ] = None,
+    actor: Annotated[
+        Optional[str],
+        typer.Option("--as", metavar="ACTOR", help="Who the server acts as, as the global --as.", show_default=False),
+    ] = None,
+) -> None:
     from swarmctl import names
     from swarmctl.envelope import SwarmError
 
     globals_ = cli_ctx.obj
+    # `swarmctl mcp --repo PATH --as ACTOR` (as MCP client configurations write it) and
+    # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
+    globals_.repo = repo or globals_.repo
+    globals_.actor = actor or globals_.actor
     if globals_.actor is not None:
         try:
             names.check_actor(globals_.actor)
