@@ -144,8 +144,8 @@ class RawServer:
     """The server process on plain pipes: JSON-RPC lines in, lines out. (It is started as
     `swarmctl --repo REPO --as ACTOR mcp`, the global options' form; McpClient uses the other.)"""
 
-    def __init__(self, repo: Path | str, actor: str | None = None, env: dict[str, str] | None = None) -> None:
-        args = ["--repo", str(repo)] + (["--as", actor] if actor else []) + ["mcp"]
+    def __init__(self, repo: Path | str | None, actor: str | None = None, env: dict[str, str] | None = None) -> None:
+        args = (["--repo", str(repo)] if repo else []) + (["--as", actor] if actor else []) + ["mcp"]
         self.proc = subprocess.Popen(
             [*swarmctl_argv(), *args],
             stdin=subprocess.PIPE,

@@ -225,3 +225,16 @@ def test_the_output_schema_validates_success_and_failure_envelopes(sw):
     assert not validator.is_valid({**ok, "result": {**ok["result"], "undone": "six"}})
     assert not validator.is_valid({**failed, "error": {**failed["error"], "code": "E_MADE_UP"}})
     assert not validator.is_valid({k: v for k, v in ok.items() if k != "result"})
+
+
+def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
+    """The README's client configuration: `swarmctl mcp` with SWARMCTL_REPO / SWARMCTL_AS in `env`."""
+    build_golden_store(sw)
+    env = {**sw.env, "SWARMCTL_REPO": str(sw.store), "SWARMCTL_AS": "agent/worker-17"}
+    with RawServer(None, env=env) as server:
+        server.initialize()
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "undo", "arguments": {"op": "@"}}})
+        envelope = server.receive()["result"]["structuredContent"]
+        server.close()
+    assert envelope["ok"] and envelope["result"]["undone"] == 6
+    assert envelope["meta"] == {**envelope["meta"], "repo": str(sw.store.resolve()), "resolved": {"@": 6}, "auth": "trust"}
