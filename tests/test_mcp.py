@@ -238,3 +238,42 @@ def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
         server.close()
     assert envelope["ok"] and envelope["result"]["undone"] == 6
     assert envelope["meta"] == {**envelope["meta"], "repo": str(sw.store.resolve()), "resolved": {"@": 6}, "auth": "trust"}
+
+
+NOISY_SERVER = """
+import os, sys
+from swarmctl.tools import schema as area
+
+real = area.SCHEMA.run
+
+def noisy(ctx, req):
+    print("stray print from a tool")
+    sys.stdout.flush()
+    os.system("echo stray output from a child process")
+    return real(ctx, req)
+
+area.TOOLS[0] = area.SCHEMA._replace(run=noisy)
+from swarmctl.mcp import serve
+sys.exit(serve(None, None))
+"""
+
+
+def test_what_a_tool_or_its_child_prints_never_reaches_the_wire(sw):
+    """While serving, fd 1 is stderr: a workflow step's output cannot break the protocol."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", NOISY_SERVER],
+        input="\n".join(json.dumps(m) for m in [
+            INITIALIZE,
+            INITIALIZED,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "schema", "arguments": {}}},
+        ]) + "\n",
+        capture_output=True, text=True, timeout=60, cwd=sw.tmp,
+    )
+    messages = [json.loads(line) for line in proc.stdout.splitlines()]  # every line is JSON-RPC
+    assert [m["id"] for m in messages] == [1, 2]
+    assert messages[1]["result"]["structuredContent"]["ok"] is True
+    assert "stray print from a tool" in proc.stderr and "stray output from a child process" in proc.stderr
+    assert proc.returncode == 0
