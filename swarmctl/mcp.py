@@ -126,7 +126,7 @@ def arguments_named_twice(line: str) -> SwarmError | None:
     try:
         message = json.loads(line, object_pairs_hook=_Pairs)
     except ValueError:
-        return None  # not JSON: the SDK answers with its own parse error
+        return None  # not JSON: answered as a parse error (`unreadable`)
     if not isinstance(message, _Pairs) or message.get("method") != "tools/call":
         return None
     params = message.get("params")
@@ -159,10 +159,21 @@ def read_frame(line: str) -> SessionMessage | Exception:
     """One line from the client as the SDK's message, marked when its arguments name a field twice."""
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except Exception as exc:  # the SDK's own reader passes parse errors on as values, so do we
+    except Exception as exc:  # as the SDK's own reader, a value: the transport answers it
         return exc
     rejected = arguments_named_twice(line)
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
+
+
+def unreadable(line: str) -> SessionMessage:
+    """JSON-RPC's answer to a line that is no message: a parse error, or an invalid request."""
+    try:
+        json.loads(line)
+    except ValueError:
+        error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
+    else:
+        error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message")
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
 
 @asynccontextmanager
@@ -186,8 +197,13 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     async def read() -> None:
         async with to_server:
             async for line in lines:
-                if line.strip():
-                    await to_server.send(unanswered.track(read_frame(line)))
+                if not line.strip():
+                    continue
+                frame = read_frame(line)
+                if isinstance(frame, Exception):  # JSON-RPC answers it (the SDK would drop it)
+                    await to_client.send(unreadable(line))
+                else:
+                    await to_server.send(unanswered.track(frame))
             await unanswered.none_left()
 
     async def write() -> None:
@@ -224,8 +240,9 @@ class _Unanswered:
     def track(self, frame: SessionMessage | Exception) -> SessionMessage | Exception:
         if isinstance(frame, SessionMessage) and isinstance(frame.message, types.JSONRPCRequest):
             request_id = frame.message.id
+            if not self.ids:
+                self._empty = anyio.Event()
             self.ids.add(request_id)
-            self._empty = anyio.Event()
             metadata = frame.metadata or ServerMessageMetadata()
 
             async def given_up() -> None:  # the SDK settled it without an answer

@@ -277,3 +277,19 @@ def test_what_a_tool_or_its_child_prints_never_reaches_the_wire(sw):
     assert messages[1]["result"]["structuredContent"]["ok"] is True
     assert "stray print from a tool" in proc.stderr and "stray output from a child process" in proc.stderr
     assert proc.returncode == 0
+
+
+def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_on(sw):
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.initialize()
+        server.send("this is not json")
+        not_json = server.receive()
+        server.send('{"hello": "world"}')
+        not_a_message = server.receive()
+        server.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "op_show", "arguments": {"op": 6}}})
+        after = server.receive()
+        server.close()
+    assert not_json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
+    assert not_a_message["id"] is None and not_a_message["error"]["code"] == -32600
+    assert after["id"] == 9 and after["result"]["structuredContent"]["result"]["op"] == 6
