@@ -79,17 +79,19 @@ def build_server(repo: str | None, actor: str | None) -> Server:
     tools = {t.name: t for t in registry.mcp_tools()}
     listing: list[dict[str, Any]] = []
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+    # The results are the SDK's models, which it shapes for the protocol version each client
+    # speaks (a 2026-07-28 client needs `resultType`, an older one must not get it).
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         if not listing:
             listing.extend(tool_listing(t) for t in tools.values())
-        return {"tools": listing}
+        return types.ListToolsResult.model_validate({"tools": listing}, by_name=False)
 
-    async def call(ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+    async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         # Tools run here, on the event loop's thread, one at a time: as the CLI runs them (a
         # tool may start processes or wait on the store's lock), and in the order they came.
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
         envelope = call_tool(params.name, params.arguments, Context(repo=repo, actor=actor), tools, rejected=rejected)
-        return call_result(envelope)
+        return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(
         "swarmctl",

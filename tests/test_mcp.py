@@ -293,3 +293,29 @@ def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_o
     assert not_json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
     assert not_a_message["id"] is None and not_a_message["error"]["code"] == -32600
     assert after["id"] == 9 and after["result"]["structuredContent"]["result"]["op"] == 6
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_a_2026_client_without_initialize_gets_the_same_envelope(sw):
+    """Protocol 2026-07-28 has no handshake: each request carries its version in `_meta`, and a
+    result must carry `resultType`. The SDK shapes our results for either era."""
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "op_show", "arguments": {"op": 6}, "_meta": MODERN_META}})
+        shown = server.receive()
+        server.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"op":6},'
+                    f'"_meta":{json.dumps(MODERN_META)}}}}}')
+        twice = server.receive()
+        server.close()
+    assert shown["result"]["resultType"] == "complete"
+    assert shown["result"]["structuredContent"]["result"]["op"] == 6
+    assert json.loads(shown["result"]["content"][0]["text"]) == shown["result"]["structuredContent"]
+    assert twice["result"]["isError"] is True
+    assert twice["result"]["structuredContent"]["error"]["code"] == "E_INVALID_ARG"
