@@ -27,6 +27,8 @@ class Example(NamedTuple):
     arguments: dict[str, Any]  # the MCP tool's arguments
     cli: tuple[str, ...]  # the same call on the command line, after `swarmctl --repo STORE --as ACTOR`
     store: bool = True  # run on a demo store at [tmp]/store (False: in an empty directory)
+    setup: tuple[tuple[str, dict[str, Any]], ...] = ()  # calls (tool, arguments) made first, as ACTOR
+    files: dict[str, str] = {}  # files written to the working directory first (--file, workflow files)
 
 
 # On the demo store: ops 1-6, op 6 is agent/worker-17 moving release/v1 to main's changeset.
@@ -36,6 +38,7 @@ EXAMPLES: dict[str, Example] = {
     "changeset_create": Example(
         {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
         ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
+        files={"NOTES.md": "v1.0.1\n"},
     ),
     "changeset_show": Example({"id": "release/v1"}, ("changeset", "show", "release/v1")),
     "ref_set": Example({"name": "release/v2", "target": "main", "create": True}, ("ref", "set", "release/v2", "main", "--create")),
@@ -54,6 +57,7 @@ class Recorded(NamedTuple):
     request: dict[str, Any]  # the tools/call request
     response: dict[str, Any]  # its response, normalised
     text: str  # the envelope as the CLI prints it, normalised
+    setup: tuple[tuple[str, dict[str, Any]], ...]  # the calls made first
 
 
 def record(tool: Tool) -> Recorded:
@@ -73,13 +77,19 @@ def record(tool: Tool) -> Recorded:
         where = Path(tmp)
         if example.store:
             DEMO.run(Context(cwd=where), DemoReq(path="store"))
-        if "files" in example.arguments:  # what --file reads on the command line
-            for path, text in example.arguments["files"].items():
-                (where / path).write_text(text)
-        ctx = Context(repo=str(where / "store") if example.store else None, actor=ACTOR, cwd=where)
-        envelope = call_tool(tool.name, example.arguments, ctx, registry.by_name())
-        if not envelope["ok"]:
-            raise SystemExit(f"the example of {tool.name} failed: {json.dumps(envelope['error'])}")
+        for path, text in example.files.items():
+            (where / path).write_text(text)
+
+        def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            ctx = Context(repo=str(where / "store") if example.store else None, actor=ACTOR, cwd=where)
+            envelope = call_tool(name, arguments, ctx, registry.by_name())
+            if not envelope["ok"]:
+                raise SystemExit(f"the example of {tool.name} failed at {name}: {json.dumps(envelope['error'])}")
+            return envelope
+
+        for name, arguments in example.setup:
+            call(name, arguments)
+        envelope = call(tool.name, example.arguments)
         request = {
             "id": REQUEST_ID,
             "jsonrpc": "2.0",
@@ -97,7 +107,7 @@ def record(tool: Tool) -> Recorded:
         }
         globals_ = ["--repo", "[tmp]/store"] if example.store else []
         command = " ".join(["swarmctl", *globals_, "--as", ACTOR, *(_shell_word(w) for w in example.cli)])
-    return Recorded(command=command, request=request, response=response, text=text)
+    return Recorded(command=command, request=request, response=response, text=text, setup=example.setup)
 
 
 def _shell_word(word: str) -> str:

@@ -139,6 +139,9 @@ def _cli_table(tool: Tool) -> list[str]:
 
 def _examples(tool: Tool, example: Any) -> list[str]:
     out: list[str] = []
+    if example.setup:
+        calls = ", then ".join(f"`{name}` `{json.dumps(args, separators=(',', ':'))}`" for name, args in example.setup)
+        out += [f"Called first, on the same store: {calls}.", ""]
     if tool.mcp:
         out += ["### MCP", "", "```json", json.dumps(example.request, indent=2, sort_keys=True, ensure_ascii=False), "```", ""]
         out += ["```json", json.dumps(example.response, indent=2, sort_keys=True, ensure_ascii=False), "```", ""]
