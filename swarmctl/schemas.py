@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from swarmctl.envelope import SwarmError
+from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -47,6 +47,71 @@ def json_schema(cls: type, *, mode: str = "validation") -> dict[str, Any]:
     return {"$schema": DIALECT, **schema}
 
 
+def envelope_schema(tool: Tool) -> dict[str, Any]:
+    """The JSON Schema of the envelope `tool` returns, success or failure: the MCP outputSchema.
+
+    `structuredContent` is the whole envelope (as the CLI prints it), so this is what a client
+    validates it against. Its `result` is the tool's result type; `error` and `meta` are the
+    same for every tool (`swarmctl.envelope`); `ok` says which of the two the envelope is.
+    """
+    result = json_schema(tool.result, mode="serialization")
+    del result["$schema"]
+    error = {
+        "type": "object",
+        "properties": {
+            "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
+            "message": {"type": "string"},
+            "details": {"type": "object"},
+            "hint": {"type": ["string", "null"]},
+            "next": {
+                "description": "The call that resolves the error, for MCP (`tool`, `arguments`) and the shell (`argv`).",
+                "anyOf": [
+                    {"type": "null"},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "tool": {"type": "string"},
+                            "arguments": {"type": "object"},
+                            "argv": {"type": "array", "items": {"type": "string"}},
+                        },
+                        "required": ["tool", "arguments", "argv"],
+                    },
+                ],
+            },
+        },
+        "required": ["code", "message", "details", "hint", "next"],
+    }
+    meta = {
+        "type": "object",
+        "properties": {
+            "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
+            "elapsed_ms": {"type": "integer", "minimum": 0},
+            "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
+            "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+        },
+        "required": ["repo", "elapsed_ms", "resolved", "auth"],
+    }
+    return {
+        "$schema": DIALECT,
+        "title": f"Envelope of {tool.name}",
+        "description": f"The envelope: `result` ({tool.result.__name__}) when `ok` is true, `error` when it is false.",
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "op": {"const": tool.name},
+            "api": {"const": API_VERSION},
+            "result": result,
+            "error": error,
+            "meta": meta,
+        },
+        "required": ["ok", "op", "api", "meta"],
+        "oneOf": [
+            {"properties": {"ok": {"const": True}}, "required": ["result"]},
+            {"properties": {"ok": {"const": False}}, "required": ["error"]},
+        ],
+    }
+
+
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, dict):
         if "$ref" in node and len(node) == 1:
@@ -69,7 +134,9 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
             details={"type": type(tool.request).__name__},
         )
     try:
-        return adapter(tool.request).validate_python(arguments)
+        # Strict, as JSON: "6" is not a number, 1 is not true. (Strict Python validation would
+        # want a dataclass instance rather than an object; strict JSON validation takes one.)
+        return adapter(tool.request).validate_json(json.dumps(arguments), strict=True)
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]) or None, "message": e["msg"], "type": e["type"]}

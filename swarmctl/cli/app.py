@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import typer
 
 from swarmctl import __version__, registry
+from swarmctl.cli import doors
+from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import MAX_INT, Range, Tool, cli_of, long_flag
 
@@ -60,6 +62,8 @@ def tools_for(args: list[str]) -> list[Tool] | None:
             continue
         if word.startswith("-"):
             continue
+        if word in DOORS:
+            return []  # `mcp` and `call` find their tools themselves
         if word not in registry.AREAS:
             return None
         area = registry.area(word)
@@ -212,7 +216,24 @@ def _request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
             values[f.name] = _read_files(long_flag(f), value or [])
         elif value is None and f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
             values[f.name] = f.default_factory()  # type: ignore[misc]
+        _check_length(f, values.get(f.name))
     return tool.request(**values)
+
+
+def _check_length(f: dataclasses.Field, value: Any) -> None:
+    """The length bounds the JSON doors check through pydantic (`arg(min_length=..)`), checked here."""
+    low, high = f.metadata.get("min_length"), f.metadata.get("max_length")
+    if value is None or (low is None and high is None):
+        return
+    if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+        name = cli_of(f).metavar if cli_of(f).positional else long_flag(f)
+        bounds = f"at least {low}" if high is None else f"at most {high}" if low is None else f"{low} to {high}"
+        unit = "characters" if isinstance(value, str) else "items"
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{name} must be {bounds} {unit} long, not {len(value)}",
+            details={"field": f.name, "min_length": low, "max_length": high, "length": len(value)},
+        )
 
 
 def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
@@ -277,6 +298,7 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
                 parent.add_typer(groups[part], name=part)
             parent = groups[part]
         parent.command(name=tool.cli[-1], help=tool.description, short_help=tool.summary)(_command(tool))
+    doors.add_to(app)
     return app
 
 

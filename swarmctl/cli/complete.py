@@ -100,6 +100,14 @@ def _steps(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
         yield "all", "every step with unknown effects (--acknowledge-unknown-effects)"
 
 
+def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl import registry
+
+    for tool in registry.tools():
+        if tool.name.startswith(incomplete):
+            yield tool.name, tool.summary
+
+
 SOURCES: dict[str, Any] = {
     "ops": _safely(_ops),
     "my_ops": _safely(_ops),
@@ -108,4 +116,5 @@ SOURCES: dict[str, Any] = {
     "schema_types": _safely(_schema_types),
     "workflows": _safely(_workflows),
     "steps": _safely(_steps),
+    "tools": _safely(_tools),
 }

@@ -1,0 +1,280 @@
+"""The MCP server: every tool of the registry over stdio, on the official `mcp` SDK.
+
+`swarmctl mcp --repo PATH --as ACTOR` serves `registry.mcp_tools()`. `tools/list` gives each
+tool its name, title, description, `inputSchema` (the request type, each `$ref` inlined),
+`outputSchema` (the envelope: `structuredContent` is the whole envelope, so that is what a
+client validates) and annotations. `tools/call` runs the tool through `swarmctl.calls` (the
+path `swarmctl call` takes too) with a fresh Context per call, and returns the envelope as
+`structuredContent` and, compact, as the text of its one content block; `isError` is true
+exactly when `ok` is false. A tool error, a missing store (E_NOT_A_REPO) or a bad argument is
+one failed call: the server serves on.
+
+A field named twice in `arguments` is E_INVALID_ARG. The SDK parses JSON-RPC itself and a
+parsed object has lost its duplicates, so our stdio transport reads each line first, checks
+`params.arguments` of a `tools/call` with `schemas.parse_arguments`, and hands the SDK the
+verdict on the message's metadata (which the SDK puts on the handler's context as `request`).
+
+Only this module imports the SDK (about 1.5 s): the CLI imports it when `swarmctl mcp` runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+
+from swarmctl import __version__, registry, schemas
+from swarmctl.calls import call_tool
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError, dumps
+from swarmctl.spec import Tool
+
+INSTRUCTIONS = """\
+swarmctl: a swarmops store, where named refs point at immutable changesets and every change \
+is a numbered operation that can be undone. Every tool returns one envelope: `ok`, `op`, \
+`api`, then `result` or `error` (`code`, `message`, `details`, `hint`, `next`: the call that \
+resolves it), and `meta`. Read with op_log, op_show, ref_list, ref_show, changeset_show; \
+undo an operation with undo (by compare-and-swap: a conflict names the later op to undo first).\
+"""
+
+
+# --- what the server says: its tools and their results ---------------------------------------
+
+
+def tool_listing(tool: Tool) -> dict[str, Any]:
+    """The tool as `tools/list` gives it."""
+    return {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": schemas.json_schema(tool.request),
+        "outputSchema": schemas.envelope_schema(tool),
+        "annotations": tool.annotations.to_mcp(),
+    }
+
+
+def call_result(envelope: dict[str, Any]) -> dict[str, Any]:
+    """An envelope as the result of `tools/call`: structured, and as compact text."""
+    return {
+        "content": [{"type": "text", "text": dumps(envelope)}],
+        "structuredContent": envelope,
+        "isError": not envelope["ok"],
+    }
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+def build_server(repo: str | None, actor: str | None) -> Server:
+    """A server for the store at `repo` (None: discovered from the working directory per call),
+    acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED)."""
+    tools = {t.name: t for t in registry.mcp_tools()}
+    listing: list[dict[str, Any]] = []
+
+    # The results are the SDK's models, which it shapes for the protocol version each client
+    # speaks (a 2026-07-28 client needs `resultType`, an older one must not get it).
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if not listing:
+            listing.extend(tool_listing(t) for t in tools.values())
+        return types.ListToolsResult.model_validate({"tools": listing}, by_name=False)
+
+    async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # Tools run here, on the event loop's thread, one at a time: as the CLI runs them (a
+        # tool may start processes or wait on the store's lock), and in the order they came.
+        rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
+        envelope = call_tool(params.name, params.arguments, Context(repo=repo, actor=actor), tools, rejected=rejected)
+        return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
+
+    return Server(
+        "swarmctl",
+        version=__version__,
+        title="swarmctl",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+    )
+
+
+def serve(repo: str | None, actor: str | None) -> int:
+    """Serve MCP over stdin/stdout until the client closes stdin."""
+    server = build_server(repo, actor)
+
+    async def main() -> None:
+        async with stdio_transport() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+    return 0
+
+
+# --- the transport: the SDK's stdio framing, with the duplicate-field check ----------------
+
+
+def arguments_named_twice(line: str) -> SwarmError | None:
+    """E_INVALID_ARG if `line` is a `tools/call` whose `arguments` name a field twice, else None.
+
+    The line is read keeping every pair of every object, so nothing is collapsed; the
+    arguments are written back as the text they were and checked by `parse_arguments`, the
+    check `swarmctl call` makes on its own JSON.
+    """
+    try:
+        message = json.loads(line, object_pairs_hook=_Pairs)
+    except ValueError:
+        return None  # not JSON: answered as a parse error (`unreadable`)
+    if not isinstance(message, _Pairs) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    arguments = params.get("arguments") if isinstance(params, _Pairs) else None
+    if not isinstance(arguments, _Pairs):
+        return None
+    try:
+        schemas.parse_arguments(_as_json(arguments))
+    except SwarmError as exc:
+        return exc
+    return None
+
+
+class _Pairs(list):
+    """A JSON object as its list of (key, value) pairs, duplicates kept."""
+
+    def get(self, key: str) -> Any:
+        return next((value for k, value in self if k == key), None)
+
+
+def _as_json(node: Any) -> str:
+    if isinstance(node, _Pairs):
+        return "{" + ",".join(json.dumps(k) + ":" + _as_json(v) for k, v in node) + "}"
+    if isinstance(node, list):
+        return "[" + ",".join(_as_json(v) for v in node) + "]"
+    return json.dumps(node)
+
+
+def read_frame(line: str) -> SessionMessage | Exception:
+    """One line from the client as the SDK's message, marked when its arguments name a field twice."""
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # as the SDK's own reader, a value: the transport answers it
+        return exc
+    rejected = arguments_named_twice(line)
+    return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
+
+
+def unreadable(line: str) -> SessionMessage:
+    """JSON-RPC's answer to a line that is no message: a parse error, or an invalid request."""
+    try:
+        json.loads(line)
+    except ValueError:
+        error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
+    else:
+        error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message")
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
+@asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """The client's messages from stdin, ours to stdout, one JSON-RPC message a line.
+
+    As the SDK's `stdio_server` does, the wire moves to private copies of fds 0 and 1 while
+    serving: fd 0 reads /dev/null and fd 1 writes to stderr, so nothing a tool or a process it
+    starts prints can break the protocol. Unlike it, at the end of input every request already
+    read is answered before the server is told: `printf '...' | swarmctl mcp` gets its answers,
+    and a change that was made is never left unreported.
+    """
+    wire_in, wire_out, restore = _claim_stdio()
+    lines = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
+    out = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
+    to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    unanswered = _Unanswered()
+    written = anyio.Event()
+
+    async def read() -> None:
+        async with to_server:
+            async for line in lines:
+                if not line.strip():
+                    continue
+                frame = read_frame(line)
+                if isinstance(frame, Exception):  # JSON-RPC answers it (the SDK would drop it)
+                    await to_client.send(unreadable(line))
+                else:
+                    await to_server.send(unanswered.track(frame))
+            await unanswered.none_left()
+
+    async def write() -> None:
+        try:
+            async with from_server:
+                async for session_message in from_server:
+                    message = session_message.message
+                    await out.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+                    await out.flush()
+                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+                        unanswered.settle(message.id)
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            tg.start_soon(write)
+            yield from_client, to_client
+            await written.wait()  # the server closed its side: let the last answer out, then stop
+            tg.cancel_scope.cancel()
+    finally:
+        restore()
+
+
+class _Unanswered:
+    """The ids of the requests read and not yet answered (or given up: cancelled by the client)."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self._empty = anyio.Event()
+        self._empty.set()
+
+    def track(self, frame: SessionMessage | Exception) -> SessionMessage | Exception:
+        if isinstance(frame, SessionMessage) and isinstance(frame.message, types.JSONRPCRequest):
+            request_id = frame.message.id
+            if not self.ids:
+                self._empty = anyio.Event()
+            self.ids.add(request_id)
+            metadata = frame.metadata or ServerMessageMetadata()
+
+            async def given_up() -> None:  # the SDK settled it without an answer
+                self.settle(request_id)
+
+            metadata.on_request_unanswered = given_up
+            frame.metadata = metadata
+        return frame
+
+    def settle(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+        if not self.ids:
+            self._empty.set()
+
+    async def none_left(self) -> None:
+        await self._empty.wait()
+
+
+def _claim_stdio() -> tuple[io.BufferedReader, io.BufferedWriter, Any]:
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+
+    def restore() -> None:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)
+
+    return open(wire_in, "rb", closefd=False), open(wire_out, "wb", closefd=False), restore

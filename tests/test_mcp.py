@@ -1,0 +1,315 @@
+"""The MCP server, as a client meets it: a real `swarmctl mcp` process over stdio."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from conftest import build_golden_store
+from golden import Normalizer
+from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
+from swarmctl import registry, schemas
+from swarmctl.mcp import arguments_named_twice, read_frame
+
+# The MCP example of reference/swarmops-undo.md: the request, and the response after
+# normalisation (a name in square brackets stands for what differs from run to run).
+REFERENCE_REQUEST = {"id": 20, "jsonrpc": "2.0", "method": "tools/call", "params": {"arguments": {"op": 6}, "name": "undo"}}
+REFERENCE_RESPONSE = json.loads(
+    r"""
+{
+  "id": 20,
+  "jsonrpc": "2.0",
+  "result": {
+    "content": [
+      {
+        "text": "{\"ok\":true,\"op\":\"undo\",\"api\":1,\"result\":{\"undone\":6,\"op\":7,\"ref_moves\":[{\"name\":\"release/v1\",\"new\":\"[c1]\",\"actor\":\"agent/worker-17\",\"at\":\"[at]\"}],\"already_applied\":false},\"meta\":{\"repo\":\"[tmp]/store\",\"elapsed_ms\":\"[elapsed_ms]\",\"resolved\":{},\"auth\":\"trust\"}}",
+        "type": "text"
+      }
+    ],
+    "isError": false,
+    "structuredContent": {
+      "api": 1,
+      "meta": {
+        "auth": "trust",
+        "elapsed_ms": "[elapsed_ms]",
+        "repo": "[tmp]/store",
+        "resolved": {}
+      },
+      "ok": true,
+      "op": "undo",
+      "result": {
+        "already_applied": false,
+        "op": 7,
+        "ref_moves": [
+          {
+            "actor": "agent/worker-17",
+            "at": "[at]",
+            "name": "release/v1",
+            "new": "[c1]"
+          }
+        ],
+        "undone": 6
+      }
+    }
+  }
+}
+"""
+)
+
+
+def normalized_response(response: dict, normalize: Normalizer) -> dict:
+    """A tools/call response with what differs between runs replaced, in its text and its
+    structuredContent alike (one numbering of ids for both)."""
+    result = dict(response["result"])
+    result["content"] = [{**block, "text": normalize(block["text"])} for block in result["content"]]
+    result["structuredContent"] = json.loads(normalize(json.dumps(result["structuredContent"], separators=(",", ":"))))
+    return {**response, "result": result}
+
+
+def test_undo_over_mcp_matches_the_reference_page(sw, golden):
+    ids = build_golden_store(sw)
+    with McpClient(sw.store, "agent/worker-17") as client:
+        assert client.initialized.server_info.name == "swarmctl"
+        response = client.request("tools/call", REFERENCE_REQUEST["params"], request_id=20)
+    assert response["result"]["structuredContent"]["result"]["ref_moves"][0]["new"] == ids["base"]
+    normalized = normalized_response(response, Normalizer(sw.tmp))
+    assert normalized == REFERENCE_RESPONSE
+    # The text is the CLI's compact envelope, byte for byte.
+    assert normalized["result"]["content"][0]["text"] == REFERENCE_RESPONSE["result"]["content"][0]["text"]
+    request = json.dumps(REFERENCE_REQUEST, indent=2, sort_keys=True)
+    assert request + "\n\n" + json.dumps(normalized, indent=2, sort_keys=True) + "\n" == golden
+
+
+def test_tools_list_describes_every_mcp_tool(sw):
+    build_golden_store(sw)
+    with McpClient(sw.store, "agent/worker-17") as client:
+        listed = client.list_tools().tools
+    expected = registry.mcp_tools()
+    assert [t.name for t in listed] == [t.name for t in expected]
+    for entry, tool in zip(listed, expected):
+        wire = entry.model_dump(by_alias=True, mode="json", exclude_none=True)
+        assert set(wire) == {"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+        assert wire["title"] == tool.title and wire["description"] == tool.description
+        assert wire["inputSchema"] == schemas.json_schema(tool.request)
+        assert "$ref" not in json.dumps(wire["inputSchema"]), f"{tool.name}: inputSchema must stand alone"
+        assert wire["outputSchema"] == schemas.envelope_schema(tool)
+        jsonschema.Draft202012Validator.check_schema(wire["inputSchema"])
+        jsonschema.Draft202012Validator.check_schema(wire["outputSchema"])
+        assert wire["annotations"] == tool.annotations.to_mcp()
+    assert "init" not in [t.name for t in listed] and "demo" not in [t.name for t in listed]
+
+
+def test_a_field_named_twice_is_invalid_and_writes_nothing(sw):
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.initialize()
+        # Written by hand: a JSON library would keep only one of the two "op"s.
+        server.send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"op":5}}}')
+        response = server.receive()
+        server.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "op_log", "arguments": {"limit": 1}}})
+        after = server.receive()
+        status, rest, _ = server.close()
+    assert response["id"] == 7 and response["result"]["isError"] is True
+    envelope = response["result"]["structuredContent"]
+    assert envelope["op"] == "undo"
+    assert envelope["error"]["code"] == "E_INVALID_ARG"
+    assert envelope["error"]["details"] == {"fields": ["op"]}
+    assert json.loads(response["result"]["content"][0]["text"]) == envelope
+    # Nothing was written, and the server served the next call.
+    assert after["id"] == 8 and after["result"]["structuredContent"]["result"]["ops"][0]["op"] == 6
+    assert status == 0 and rest == ""
+
+
+def test_the_server_serves_on_without_its_store_and_after_errors(sw):
+    with McpClient(sw.store, "agent/worker-17") as client:
+        missing = client.envelope("op_log", {})
+        assert missing["error"]["code"] == "E_NOT_A_REPO"
+        build_golden_store(sw)  # the store appears while the server runs
+        assert client.envelope("op_log", {"limit": 1})["result"]["ops"][0]["op"] == 6
+        assert client.envelope("undo", {"op": 99})["error"]["code"] == "E_NOT_FOUND"
+        assert client.envelope("undo", {"op": "6"})["error"]["code"] == "E_INVALID_ARG"  # strict: not a number
+        unknown = client.envelope("udno", {"op": 6})
+        assert unknown["op"] is None and unknown["error"]["code"] == "E_NOT_FOUND"
+        assert unknown["error"]["details"]["tools"] == sorted(t.name for t in registry.mcp_tools())
+        assert client.envelope("undo", {"op": 4})["error"]["code"] == "E_CAS_MISMATCH"  # op 6 moved it since
+        done = client.envelope("undo", {"op": 6, "a_field_from_a_newer_client": True})  # unknown: ignored
+        assert done["ok"] and done["result"]["op"] == 7
+        assert client.envelope("op_log", {"limit": 1})["result"]["ops"][0]["kind"] == "undo"
+        assert client.server_stderr() == ""
+
+
+def test_each_call_reads_the_store_afresh_and_needs_an_identity_to_write(sw):
+    build_golden_store(sw)
+    with McpClient(sw.store, actor=None) as client:
+        assert client.envelope("op_log", {"limit": 1})["meta"]["auth"] == "none"
+        refused = client.envelope("undo", {"op": 6})
+        assert refused["error"]["code"] == "E_IDENTITY_REQUIRED"
+        sw.ok("--repo", str(sw.store), "--as", "human/alice", "op", "undo", "6")  # another process writes
+        assert client.envelope("op_show", {"op": 7})["result"]["actor"] == "human/alice"
+
+
+def test_requests_read_before_end_of_input_are_all_answered(sw):
+    """`printf ... | swarmctl mcp`: closing stdin right after the last request still answers it."""
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.send(INITIALIZE)
+        server.send(INITIALIZED)
+        for request_id in (2, 3, 4):
+            server.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "undo", "arguments": {"op": 6}}})
+        status, out, err = server.close()
+    responses = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in responses] == [1, 2, 3, 4]
+    undos = [r["result"]["structuredContent"]["result"] for r in responses[1:]]
+    assert [u["already_applied"] for u in undos] == [False, True, True]  # one undo, then replays
+    assert status == 0, err
+
+
+def test_an_invalid_actor_stops_the_server_before_it_serves(sw):
+    build_golden_store(sw)
+    ran = sw.process("--repo", str(sw.store), "--as", "worker 17", "mcp", input="")
+    assert ran.exit == 2
+    assert ran.error["code"] == "E_INVALID_ARG"
+
+
+# --- the transport's duplicate check, line by line -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, named_twice",
+    [
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"op":6}}}', ["op"]),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"m":{"k":"a","k":"b"}}}}', ["k"]),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"l":[{"k":1,"k":2}]}}}', ["k"]),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"dry_run":true}}}', None),
+        # Only a tools/call's arguments are ours to check; the rest is the SDK's.
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b","arguments":{}}}', None),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"arguments":{"a":1,"a":2}}}', None),
+        ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"undo"}}', None),
+        ("not json", None),
+        ("[1, 2]", None),
+    ],
+)
+def test_arguments_named_twice(line, named_twice):
+    error = arguments_named_twice(line)
+    if named_twice is None:
+        assert error is None
+    else:
+        assert error is not None and error.code == "E_INVALID_ARG" and error.details == {"fields": named_twice}
+
+
+def test_read_frame_marks_only_the_rejected_request():
+    marked = read_frame('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"undo","arguments":{"op":1,"op":2}}}')
+    assert marked.message.id == 3 and marked.metadata.request_context.code == "E_INVALID_ARG"
+    plain = read_frame('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"undo","arguments":{"op":1}}}')
+    assert plain.message.id == 4 and plain.metadata is None
+    assert isinstance(read_frame("not json"), Exception)
+
+
+def test_the_output_schema_validates_success_and_failure_envelopes(sw):
+    """Clients may validate structuredContent: both kinds of envelope must pass, a wrong one fail."""
+    build_golden_store(sw)
+    undo = registry.get("undo")
+    validator = jsonschema.Draft202012Validator(schemas.envelope_schema(undo))
+    ok = sw("--repo", str(sw.store), "--as", "agent/worker-17", "op", "undo", "6").envelope
+    failed = sw("--repo", str(sw.store), "--as", "agent/worker-17", "op", "undo", "99").envelope
+    validator.validate(ok)
+    validator.validate(failed)
+    assert not validator.is_valid({**ok, "result": {**ok["result"], "undone": "six"}})
+    assert not validator.is_valid({**failed, "error": {**failed["error"], "code": "E_MADE_UP"}})
+    assert not validator.is_valid({k: v for k, v in ok.items() if k != "result"})
+
+
+def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
+    """The README's client configuration: `swarmctl mcp` with SWARMCTL_REPO / SWARMCTL_AS in `env`."""
+    build_golden_store(sw)
+    env = {**sw.env, "SWARMCTL_REPO": str(sw.store), "SWARMCTL_AS": "agent/worker-17"}
+    with RawServer(None, env=env) as server:
+        server.initialize()
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "undo", "arguments": {"op": "@"}}})
+        envelope = server.receive()["result"]["structuredContent"]
+        server.close()
+    assert envelope["ok"] and envelope["result"]["undone"] == 6
+    assert envelope["meta"] == {**envelope["meta"], "repo": str(sw.store.resolve()), "resolved": {"@": 6}, "auth": "trust"}
+
+
+NOISY_SERVER = """
+import os, sys
+from swarmctl.tools import schema as area
+
+real = area.SCHEMA.run
+
+def noisy(ctx, req):
+    print("stray print from a tool")
+    sys.stdout.flush()
+    os.system("echo stray output from a child process")
+    return real(ctx, req)
+
+area.TOOLS[0] = area.SCHEMA._replace(run=noisy)
+from swarmctl.mcp import serve
+sys.exit(serve(None, None))
+"""
+
+
+def test_what_a_tool_or_its_child_prints_never_reaches_the_wire(sw):
+    """While serving, fd 1 is stderr: a workflow step's output cannot break the protocol."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", NOISY_SERVER],
+        input="\n".join(json.dumps(m) for m in [
+            INITIALIZE,
+            INITIALIZED,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "schema", "arguments": {}}},
+        ]) + "\n",
+        capture_output=True, text=True, timeout=60, cwd=sw.tmp,
+    )
+    messages = [json.loads(line) for line in proc.stdout.splitlines()]  # every line is JSON-RPC
+    assert [m["id"] for m in messages] == [1, 2]
+    assert messages[1]["result"]["structuredContent"]["ok"] is True
+    assert "stray print from a tool" in proc.stderr and "stray output from a child process" in proc.stderr
+    assert proc.returncode == 0
+
+
+def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_on(sw):
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.initialize()
+        server.send("this is not json")
+        not_json = server.receive()
+        server.send('{"hello": "world"}')
+        not_a_message = server.receive()
+        server.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "op_show", "arguments": {"op": 6}}})
+        after = server.receive()
+        server.close()
+    assert not_json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
+    assert not_a_message["id"] is None and not_a_message["error"]["code"] == -32600
+    assert after["id"] == 9 and after["result"]["structuredContent"]["result"]["op"] == 6
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_a_2026_client_without_initialize_gets_the_same_envelope(sw):
+    """Protocol 2026-07-28 has no handshake: each request carries its version in `_meta`, and a
+    result must carry `resultType`. The SDK shapes our results for either era."""
+    build_golden_store(sw)
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "op_show", "arguments": {"op": 6}, "_meta": MODERN_META}})
+        shown = server.receive()
+        server.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"op":6},'
+                    f'"_meta":{json.dumps(MODERN_META)}}}}}')
+        twice = server.receive()
+        server.close()
+    assert shown["result"]["resultType"] == "complete"
+    assert shown["result"]["structuredContent"]["result"]["op"] == 6
+    assert json.loads(shown["result"]["content"][0]["text"]) == shown["result"]["structuredContent"]
+    assert twice["result"]["isError"] is True
+    assert twice["result"]["structuredContent"]["error"]["code"] == "E_INVALID_ARG"
