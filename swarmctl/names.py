@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from swarmctl.envelope import SwarmError
 
@@ -88,16 +88,29 @@ def short_id(changeset_id: str | None) -> str:
 
 
 def format_time(moment: datetime) -> str:
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """RFC 3339 UTC with milliseconds. Fixed width (the year too), so that comparing two of
+    these strings compares the times: the store orders and filters ops by this text."""
+    m = moment.astimezone(timezone.utc)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}."
+        f"{m.microsecond // 1000:03d}Z"
+    )
 
 
 def now() -> str:
     return format_time(datetime.now(timezone.utc))
 
 
-def parse_time(text: str, *, field: str) -> str:
-    """An RFC 3339 time (or a plain date) in the store's own format, for comparisons."""
+# Times beyond what datetime can hold in UTC (year 1 in UTC+1, year 9999 in UTC-1) are before
+# or after every op; they compare as these.
+_EARLIEST = "0001-01-01T00:00:00.000Z"
+_LATEST = "9999-12-31T23:59:59.999Z"
+
+
+def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
+    """An RFC 3339 time (or a plain date; no offset means UTC) in the store's own format, for
+    comparisons. Below a millisecond it is cut, or with `round_up` rounded up: a lower bound
+    ("at or after") then never takes in an op from before it."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
     except ValueError:
@@ -109,4 +122,9 @@ def parse_time(text: str, *, field: str) -> str:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return format_time(moment)
+    try:
+        if round_up and moment.microsecond % 1000:
+            moment += timedelta(microseconds=1000 - moment.microsecond % 1000)
+        return format_time(moment)
+    except OverflowError:
+        return _EARLIEST if moment.year == 1 else _LATEST

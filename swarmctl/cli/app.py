@@ -12,7 +12,7 @@ import typer
 
 from swarmctl import __version__, registry
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import MAX_INT, Tool, cli_of, long_flag
+from swarmctl.spec import MAX_INT, Range, Tool, cli_of, long_flag
 
 GROUP_HELP = {
     "op": "The op log: list, show and undo operations.",
@@ -162,7 +162,9 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
     cli = cli_of(f)
     meta = f.metadata
     base, _optional = _is_optional(annotation)
+    bounds = None
     if get_origin(base) is Annotated:
+        bounds = next((m for m in get_args(base)[1:] if isinstance(m, Range)), None)
         base = get_args(base)[0]
     options: dict[str, Any] = {"help": meta.get("description"), "show_default": False}
     if cli.metavar:
@@ -178,8 +180,9 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
         py_type = list[str]
     elif base is int:
         py_type = int
-        options["min"] = meta.get("ge")
-        options["max"] = meta.get("le", MAX_INT)
+        # The bounds of `Annotated[int, Range(lo, hi)]`: the same ones pydantic holds the JSON doors to.
+        options["min"] = bounds.ge if bounds else None
+        options["max"] = bounds.le if bounds else MAX_INT
     else:
         py_type = base
     if f.default is not dataclasses.MISSING:

@@ -37,36 +37,49 @@ def lock_timeout() -> float:
 
 
 def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
-    """What an SQLite failure means to the caller, as a typed error."""
+    """What an SQLite failure means to the caller, as a typed error.
+
+    Decided by SQLite's primary result code (sqlite3 exposes it as `sqlite_errorcode`), not by
+    the wording of its message, which SQLite does not promise to keep.
+    """
     text = str(exc)
-    lowered = text.lower()
     where = {"repo": str(path)} if path else {}
-    if "locked" in lowered or "busy" in lowered:
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return SwarmError(
             "E_BUSY",
             f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
             details=where,
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
         )
-    if "readonly" in lowered or "read-only" in lowered:
-        return SwarmError(
-            "E_FORBIDDEN",
-            f"the store is read-only here: {text}",
-            details={**where, "reason": "read_only"},
-            hint="Writing needs write access to the store's directory and database file.",
-        )
-    if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered
-        or "no such table" in lowered or "no such column" in lowered
-    ):
+    if code in (_SQLITE_READONLY, _SQLITE_PERM):
+        return forbidden(path, f"the store is read-only here: {text}")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return corrupt(f"the store's database fails its checks: {text}", path)
-    if "disk i/o" in lowered or "unable to open" in lowered:
+    if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
+        return corrupt(f"the store's database lacks part of its schema: {text}", path)
+    if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
         return corrupt(f"the store's database cannot be read: {text}", path)
     return SwarmError(
         "E_INTERNAL",
         f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
-        details={**where, "exception": type(exc).__name__},
+        details={**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
         hint="Please report this with the command you ran.",
+    )
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
+_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
+
+
+def forbidden(path: Path | None, message: str | None = None) -> SwarmError:
+    return SwarmError(
+        "E_FORBIDDEN",
+        message or f"the store at {path} is read-only here: this user cannot write its directory and database",
+        details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
+        hint="Nothing was written. Reads work; writing needs write access to the store's directory "
+        "and its database file.",
     )
 
 
@@ -105,10 +118,12 @@ def discover(start: Path) -> Path | None:
     return None
 
 
-def _connect(db: Path, *, readonly: bool) -> sqlite3.Connection:
+def _connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
     mode = "ro" if readonly else "rw"
+    # immutable=1: SQLite reads the file without locks or its -shm file. Only for a store on a
+    # read-only filesystem, where no one can be writing it (see Store.open).
     conn = sqlite3.connect(
-        f"{db.as_uri()}?mode={mode}",
+        f"{db.as_uri()}?mode={mode}" + ("&immutable=1" if immutable else ""),
         uri=True,
         timeout=lock_timeout(),
         isolation_level=None,  # we issue BEGIN/COMMIT ourselves
@@ -120,13 +135,41 @@ def _connect(db: Path, *, readonly: bool) -> sqlite3.Connection:
     return conn
 
 
-class Store:
-    """An open store: its directory (absolute) and one SQLite connection."""
+def _writable(path: Path, db: Path) -> bool:
+    """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
+    files. access(2) answers for this user and also says no on a read-only filesystem, which
+    is what stops root, whom file modes do not."""
+    effective = os.access in os.supports_effective_ids
+    return os.access(db, os.W_OK, effective_ids=effective) and os.access(path, os.W_OK, effective_ids=effective)
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+
+def _on_readonly_filesystem(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _wal_is_empty(db: Path) -> bool:
+    try:
+        return Path(f"{db}-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+class Store:
+    """An open store: its directory (absolute) and one SQLite connection.
+
+    `writable` is False where this process cannot write the store (a read-only filesystem, or
+    a directory or database it has no write permission for): reads work, `write()` refuses
+    with E_FORBIDDEN before touching anything.
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
         self.path = path
         self.conn = conn
         self.readonly = readonly
+        self.writable = writable
 
     # --- opening -------------------------------------------------------------------------
 
@@ -136,18 +179,36 @@ class Store:
         db = path / DB_FILE
         if not db.is_file():
             raise not_a_repo(path)
+        writable = _writable(path, db)
+        # A WAL database is read through its -shm file, which SQLite must be able to create.
+        # On a read-only filesystem no one can write the store, so it may be read as an
+        # immutable file instead, unless a WAL with commits in it was left there.
+        immutable = not writable and _on_readonly_filesystem(path) and _wal_is_empty(db)
         try:
-            conn = _connect(db, readonly=readonly)
-            store = cls(path, conn, readonly)
-            store._check_format()
+            conn = _connect(db, readonly=readonly or not writable, immutable=immutable)
         except sqlite3.Error as exc:
             raise translate(exc, path) from exc
+        store = cls(path, conn, readonly, writable)
+        try:
+            store._check_format()
+        except BaseException:
+            conn.close()
+            raise
         return store
 
     def _check_format(self) -> None:
         try:
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
+            code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+            if code == _SQLITE_CANTOPEN and not self.writable:
+                raise forbidden(
+                    self.path,
+                    f"cannot read the store at {self.path}: SQLite must create {DB_FILE}-shm beside the "
+                    "database to read it, and this user cannot write the store's directory",
+                ) from exc
+            if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                raise translate(exc, self.path) from exc
             raise corrupt(f"{self.path / DB_FILE} is not a readable swarmops database: {exc}", self.path) from exc
         if row is None or not str(row[0]).isdigit():
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
@@ -219,15 +280,32 @@ class Store:
         """
         if self.readonly:
             raise RuntimeError("write on a store opened read-only")
+        if not self.writable:
+            where = "on a read-only filesystem" if _on_readonly_filesystem(self.path) else "not writable by this user"
+            raise forbidden(self.path, f"the store at {self.path} is read-only: {where}; nothing was written")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             writer = Writer(self.conn, actor, _next_time(self.conn))
             yield writer
+            _fault_pause_before_commit()
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
             raise
+
+
+def _fault_pause_before_commit() -> None:
+    """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
+    with everything of the transaction written but not committed, write PATH (this process's
+    pid) and sleep, so that a test can kill the process at exactly this point."""
+    spec = os.environ.get("SWARMCTL_FAULT")
+    if not spec or not spec.startswith("pause-before-commit:"):
+        return
+    import time
+
+    Path(spec.partition(":")[2]).write_text(str(os.getpid()))
+    time.sleep(3600)
 
 
 def _next_time(conn: sqlite3.Connection) -> str:
