@@ -69,7 +69,9 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
             details={"type": type(tool.request).__name__},
         )
     try:
-        return adapter(tool.request).validate_python(arguments)
+        # Strict, as JSON: "6" is not a number, 1 is not true. (Strict Python validation would
+        # want a dataclass instance rather than an object; strict JSON validation takes one.)
+        return adapter(tool.request).validate_json(json.dumps(arguments), strict=True)
     except ValidationError as exc:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]) or None, "message": e["msg"], "type": e["type"]}

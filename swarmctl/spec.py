@@ -83,9 +83,11 @@ def arg(
 ) -> Any:
     """A request field: its description and constraints (pydantic `Field` names) and its CLI form.
 
-    Values are checked strictly at the JSON doors: "6" is not a number, 1 is not true.
+    Values are checked strictly at the JSON doors (`schemas.validate_request`): "6" is not a
+    number, 1 is not true. Strictness is the validator's mode, not a per-field constraint:
+    pydantic cannot apply `strict` to a union or a literal (an op number or `@`).
     """
-    metadata = {"description": description, "cli": cli or Cli(), "strict": True, **constraints}
+    metadata = {"description": description, "cli": cli or Cli(), **constraints}
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 

@@ -7,12 +7,25 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from conftest import Swarm, build_golden_store
+import pytest
+from conftest import SUBPROCESS, Swarm, build_golden_store
 
+from swarmctl import names
 from swarmctl.store.check import check_store
 
 ALICE = "human/alice"
 AGENT = "agent/worker-17"
+FROZEN = "2026-11-30T03:20:56.123Z"
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """Every op at one instant, so that changeset ids (which hash the time) are the same on
+    every run. It stops the clock of this process, so it needs the in-process `sw`."""
+    if SUBPROCESS:
+        pytest.skip("a frozen clock needs commands run in this process")
+    monkeypatch.setattr(names, "now", lambda: FROZEN)
+    return FROZEN
 
 
 def as_(sw: Swarm, actor: str) -> tuple[str, ...]:

@@ -76,6 +76,17 @@ class ChangesetShowReq:
     )
 
 
+def _check_message(message: str) -> None:
+    # The JSON doors hold the request to these bounds already; the CLI's parser does not.
+    if not 1 <= len(message) <= MESSAGE_MAX:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"a changeset message must be 1 to {MESSAGE_MAX} characters, not {len(message)}",
+            details={"field": "message", "length": len(message)},
+            hint="Say what the changeset is with -m MESSAGE.",
+        )
+
+
 def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
     for key, value in metadata.items():
         if not key or len(key) > META_KEY_MAX or len(value) > META_VALUE_MAX:
@@ -103,6 +114,7 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     move that ref to it in the same op. Its id is a BLAKE3-256 content hash; file contents are
     stored once by content. Changesets are never removed, not even by `op undo`."""
     actor = ctx.require_actor()
+    _check_message(req.message)
     metadata = _check_metadata(req.metadata)
     files = {_check_path(p): content.encode("utf-8") for p, content in req.files.items()}
     for path, content in files.items():
