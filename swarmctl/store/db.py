@@ -73,12 +73,13 @@ _SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1,
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
 
 
-def forbidden(path: Path | None, message: str | None = None) -> SwarmError:
+def forbidden(path: Path | None, message: str, hint: str | None = None) -> SwarmError:
     return SwarmError(
         "E_FORBIDDEN",
-        message or f"the store at {path} is read-only here: this user cannot write its directory and database",
+        message,
         details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
-        hint="Nothing was written. Reads work; writing needs write access to the store's directory "
+        hint=hint
+        or "Nothing was written. Reads work; writing needs write access to the store's directory "
         "and its database file.",
     )
 
@@ -135,6 +136,23 @@ def _connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Co
     return conn
 
 
+def _open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
+    """Why a store could not be opened: the first reads of a database tell a corrupt file, a
+    file that is not a store, and one this user may not read apart."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable:
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: SQLite must create {DB_FILE}-shm beside the "
+            "database to read it, and this user cannot write the store's directory",
+            hint="Nothing was written. Run as a user who may write the store's directory, or read a "
+            "copy of the store. (A store on a read-only filesystem is read without it.)",
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return translate(exc, path)
+    return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
+
+
 def _writable(path: Path, db: Path) -> bool:
     """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
     files. access(2) answers for this user and also says no on a read-only filesystem, which
@@ -184,32 +202,21 @@ class Store:
         # On a read-only filesystem no one can write the store, so it may be read as an
         # immutable file instead, unless a WAL with commits in it was left there.
         immutable = not writable and _on_readonly_filesystem(path) and _wal_is_empty(db)
+        conn = None
         try:
             conn = _connect(db, readonly=readonly or not writable, immutable=immutable)
-        except sqlite3.Error as exc:
-            raise translate(exc, path) from exc
-        store = cls(path, conn, readonly, writable)
-        try:
+            store = cls(path, conn, readonly, writable)
             store._check_format()
-        except BaseException:
-            conn.close()
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _open_failure(exc, path, writable) from exc
             raise
         return store
 
     def _check_format(self) -> None:
-        try:
-            row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        except sqlite3.Error as exc:
-            code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-            if code == _SQLITE_CANTOPEN and not self.writable:
-                raise forbidden(
-                    self.path,
-                    f"cannot read the store at {self.path}: SQLite must create {DB_FILE}-shm beside the "
-                    "database to read it, and this user cannot write the store's directory",
-                ) from exc
-            if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-                raise translate(exc, self.path) from exc
-            raise corrupt(f"{self.path / DB_FILE} is not a readable swarmops database: {exc}", self.path) from exc
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or not str(row[0]).isdigit():
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
@@ -281,8 +288,8 @@ class Store:
         if self.readonly:
             raise RuntimeError("write on a store opened read-only")
         if not self.writable:
-            where = "on a read-only filesystem" if _on_readonly_filesystem(self.path) else "not writable by this user"
-            raise forbidden(self.path, f"the store at {self.path} is read-only: {where}; nothing was written")
+            why = "is on a read-only filesystem" if _on_readonly_filesystem(self.path) else "is not writable by this user"
+            raise forbidden(self.path, f"the store at {self.path} {why}")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             writer = Writer(self.conn, actor, _next_time(self.conn))
