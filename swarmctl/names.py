@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 from swarmctl.envelope import SwarmError
 
-# --- refs: git's check-ref-format rules, plus a length bound -------------------------------
+# --- refs: git's check-ref-format rules, plus a length bound and no leading '-' ------------
+# (git refuses a leading '-' for branch names, `git check-ref-format --branch`: such a name
+# would read as an option on the command line.)
 
 REF_NAME_MAX = 255
 _REF_FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
@@ -21,6 +23,8 @@ def ref_name_problem(name: str) -> str | None:
         return f"it is longer than {REF_NAME_MAX} characters"
     if name == "@":
         return "'@' alone is reserved"
+    if name.startswith("-"):
+        return "it begins with '-'"
     if m := _REF_FORBIDDEN_CHARS.search(name):
         return f"it contains the character {m.group()!r}"
     if ".." in name:
