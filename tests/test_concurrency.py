@@ -339,3 +339,42 @@ def test_consistency_check_finds_damage(sw, damage, rule):
     conn.close()
     found = {p.check for p in problems(sw.store)}
     assert rule in found, found
+
+
+def test_two_inits_of_one_directory_at_once(sw):
+    """Exactly one makes the store; the others are told it exists (E_STATE); no debris."""
+    procs = [
+        subprocess.Popen(
+            [*swarmctl_argv(), "--as", f"agent/i{i}", "init", str(sw.store)],
+            cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(4)
+    ]
+    outcomes = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    winners = [f"agent/i{i}" for i, e in enumerate(outcomes) if e["ok"]]
+    assert len(winners) == 1
+    assert sorted(e["error"]["code"] for e in outcomes if not e["ok"]) == ["E_STATE"] * 3
+    assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]
+    # The store is the winner's: its op 1 is the winner's init.
+    assert sw.ok("--repo", str(sw.store), "op", "show", "1")["actor"] == winners[0]
+    assert op_count(sw.store) == 1 and problems(sw.store) == []
+
+
+def test_init_killed_half_way_leaves_no_store(sw):
+    flag = sw.tmp / "paused"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), "--as", ALICE, "init", str(sw.store)],
+        cwd=sw.tmp, env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.kill()
+    proc.communicate()
+    assert not (sw.store / "swarmops.db").exists()
+    assert sw("--repo", str(sw.store), "op", "log").error["code"] == "E_NOT_A_REPO"
+    # The next init cleans up after the killed one.
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]

@@ -393,3 +393,71 @@ def test_busy_store(sw, golden):
     assert op_count(sw.store) == 6
     assert sw.ok(*as_(sw, AGENT), "ref", "set", "release/v2", "main")["op"] == 7
     assert sw.transcript(busy) == golden
+
+
+def test_init_where_this_user_may_not_write(sw):
+    (sw.tmp / "ro").mkdir()
+    with read_only_mount(sw.tmp / "ro"):
+        inside = sw("--as", ALICE, "init", str(sw.tmp / "ro"))
+        below = sw("--as", ALICE, "init", str(sw.tmp / "ro" / "store"))
+    assert [(r.exit, r.error["code"]) for r in (inside, below)] == [(6, "E_FORBIDDEN")] * 2
+    assert list((sw.tmp / "ro").iterdir()) == []
+
+
+def test_an_unexpected_failure_is_e_internal_with_a_correlation_id(sw):
+    """A bug is reported as one, as an envelope: E_INTERNAL, exit 70, an id to find it by."""
+    from swarmctl import runner
+    from swarmctl.context import Context
+    from swarmctl.envelope import exit_status
+    from swarmctl.spec import READ, Tool
+    from swarmctl.tools.schema import SchemaReq, SchemaResult
+
+    def broken(ctx, req):
+        raise ZeroDivisionError("division by zero")
+
+    tool = Tool("broken", ("broken",), "Broken", "A broken tool.", SchemaReq, SchemaResult, broken, READ, False, False)
+    envelope = runner.run(tool, SchemaReq(), Context())
+    error = envelope["error"]
+    assert (error["code"], exit_status(envelope)) == ("E_INTERNAL", 70)
+    assert error["details"]["correlation_id"] in error["message"] and "ZeroDivisionError" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "tool, arguments, field",
+    [
+        ("undo", {"op": "6"}, "op"),
+        ("undo", {"op": 6.0}, "op"),
+        ("undo", {"op": True}, "op"),
+        ("undo", {"op": 0}, "op"),
+        ("undo", {"op": 2**64}, "op"),
+        ("undo", {"op": 6, "dry_run": "yes"}, "dry_run"),
+        ("undo", {}, "op"),
+        ("op_log", {"limit": 0}, "limit"),
+        ("op_log", {"limit": "20"}, "limit"),
+        ("op_log", {"kind": "frobnicate"}, "kind"),
+        ("op_log", {"before": -1}, "before"),
+        ("ref_set", {"name": "main", "target": 12}, "target"),
+        ("changeset_create", {"message": "m", "metadata": {"k": 1}}, "metadata.k"),
+        ("changeset_create", {"message": "m", "parents": "abcd"}, "parents"),
+    ],
+)
+def test_json_arguments_of_the_wrong_type(sw, tool, arguments, field):
+    """The JSON door (`runner.run_json`, behind MCP and `swarmctl call`) checks types strictly."""
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    before = file_digests(sw.store)
+    envelope = runner.run_json(registry.get(tool), arguments, Context(repo=str(sw.store), actor=ALICE))
+    assert envelope["error"]["code"] == "E_INVALID_ARG", envelope
+    assert any(e["field"].startswith(field) for e in envelope["error"]["details"]["errors"]), envelope
+    assert file_digests(sw.store) == before
+
+
+def test_json_arguments_a_type_does_not_know_are_ignored(sw):
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    envelope = runner.run_json(registry.get("op_show"), {"op": 6, "verbose": True}, Context(repo=str(sw.store)))
+    assert envelope["ok"] and envelope["result"]["op"] == 6

@@ -167,3 +167,17 @@ def test_schema_lists_every_type_and_each_one_has_a_schema(sw):
     missing = sw("schema", "NoSuchType")
     assert missing.exit == 4 and missing.error["code"] == "E_NOT_FOUND"
     assert missing.error["details"]["types"] == listing["types"]
+
+
+def test_a_ref_name_wins_over_an_id_prefix(sw, frozen_clock):
+    """As in git: `cafe` names the ref cafe even when some changeset id begins with cafe."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, ALICE)
+    first = sw.ok(*me, "changeset", "create", "-m", "first")["changeset"]["id"]
+    second = sw.ok(*me, "changeset", "create", "-m", "second")["changeset"]["id"]
+    prefix = first[:4]
+    sw.ok(*me, "ref", "set", prefix, second)  # a ref named like the first's prefix, naming the second
+    shown = sw("--repo", str(sw.store), "changeset", "show", prefix)
+    assert shown.result["id"] == second and shown.envelope["meta"]["resolved"] == {prefix: second}
+    # More digits than the ref's name still reach the first changeset.
+    assert sw.ok("--repo", str(sw.store), "changeset", "show", first[:6])["id"] == first

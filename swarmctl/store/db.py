@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -153,6 +154,27 @@ def _open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
     return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
 
 
+_CREATE_HINT = "Nothing was written. Choose a directory this user may write."
+
+
+def _remove_abandoned_inits(path: Path) -> None:
+    """Remove what an `init` killed half-way left behind (its process is gone)."""
+    for leftover in path.glob(f"{DB_FILE}.init-*"):
+        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _writable(path: Path, db: Path) -> bool:
     """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
     files. access(2) answers for this user and also says no on a read-only filesystem, which
@@ -244,25 +266,42 @@ class Store:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
             raise SwarmError(
                 "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
             ) from exc
-        # Build the database under a temporary name and rename it into place, so that a
-        # process killed during init leaves no half-made store behind.
-        tmp = path / (DB_FILE + ".init")
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            leftover.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        if not _writable(path, path):
+            why = "is on a read-only filesystem" if _on_readonly_filesystem(path) else "is not writable by this user"
+            raise forbidden(path, f"cannot make a store in {path}: it {why}", hint=_CREATE_HINT)
+        # Build the database under a name of this process's own, then link it into place: a
+        # process killed during init leaves no half-made store, and of two processes making a
+        # store in one directory at once exactly one succeeds (link fails if the name exists).
+        _remove_abandoned_inits(path)
+        tmp = path / f"{DB_FILE}.init-{os.getpid()}"
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
-            conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
-            store = cls(path, conn, readonly=False)
-            with store.write(actor) as w:
-                w.append_op("init", "initialize store")
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
+                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                store = cls(path, conn, readonly=False)
+                with store.write(actor) as w:
+                    w.append_op("init", "initialize store")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, path / DB_FILE)
+            except FileExistsError:
+                raise SwarmError(
+                    "E_STATE",
+                    f"there is already a store at {path} (made by another process just now)",
+                    details={"path": str(path)},
+                    hint="Use it with --repo, or choose another directory.",
+                ) from None
         finally:
-            conn.close()
-        os.replace(tmp, path / DB_FILE)
+            for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                made.unlink(missing_ok=True)
         return cls.open(path)
 
     def close(self) -> None:
