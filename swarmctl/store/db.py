@@ -177,10 +177,14 @@ def _alive(pid: int) -> bool:
 
 def _writable(path: Path, db: Path) -> bool:
     """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
-    files. access(2) answers for this user and also says no on a read-only filesystem, which
-    is what stops root, whom file modes do not."""
-    effective = os.access in os.supports_effective_ids
-    return os.access(db, os.W_OK, effective_ids=effective) and os.access(path, os.W_OK, effective_ids=effective)
+    files."""
+    return _can_write(db) and _can_write(path)
+
+
+def _can_write(path: Path) -> bool:
+    # access(2) answers for this user, and says no on a read-only filesystem: what stops root,
+    # whom file modes do not.
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
 def _on_readonly_filesystem(path: Path) -> bool:
@@ -271,7 +275,7 @@ class Store:
             raise SwarmError(
                 "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
             ) from exc
-        if not _writable(path, path):
+        if not _can_write(path):
             why = "is on a read-only filesystem" if _on_readonly_filesystem(path) else "is not writable by this user"
             raise forbidden(path, f"cannot make a store in {path}: it {why}", hint=_CREATE_HINT)
         # Build the database under a name of this process's own, then link it into place: a
