@@ -461,3 +461,27 @@ def test_json_arguments_a_type_does_not_know_are_ignored(sw):
     build_golden_store(sw)
     envelope = runner.run_json(registry.get("op_show"), {"op": 6, "verbose": True}, Context(repo=str(sw.store)))
     assert envelope["ok"] and envelope["result"]["op"] == 6
+
+
+def test_read_only_filesystem_with_changes_still_in_the_wal(sw):
+    """A copy of a store taken while its WAL held commits: readable with its -shm file; without
+    it SQLite cannot read the WAL on a read-only filesystem, which E_FORBIDDEN says (an
+    immutable read would silently miss those commits)."""
+    build_golden_store(sw)
+    live = sqlite3.connect(sw.store / "swarmops.db", isolation_level=None)
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    live.execute("INSERT INTO meta VALUES ('note', 'x')")  # a commit that stays in the WAL
+    copies = {}
+    for name, files in (("with-shm", ["", "-wal", "-shm"]), ("without-shm", ["", "-wal"])):
+        copies[name] = sw.tmp / name
+        copies[name].mkdir()
+        for suffix in files:
+            shutil.copy(sw.store / f"swarmops.db{suffix}", copies[name] / f"swarmops.db{suffix}")
+    live.close()
+    with read_only_mount(copies["with-shm"]):
+        readable = sw("--repo", str(copies["with-shm"]), "op", "log", "-n", "1")
+    with read_only_mount(copies["without-shm"]):
+        refused = sw("--repo", str(copies["without-shm"]), "op", "log", "-n", "1")
+    assert readable.result["ops"][0]["op"] == 6
+    assert (refused.exit, refused.error["code"]) == (6, "E_FORBIDDEN")
+    assert "write-ahead log" in refused.error["message"]

@@ -141,6 +141,13 @@ def _open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
     """Why a store could not be opened: the first reads of a database tell a corrupt file, a
     file that is not a store, and one this user may not read apart."""
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable and _on_readonly_filesystem(path):
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: it is on a read-only filesystem with changes still in "
+            f"its write-ahead log ({DB_FILE}-wal), which SQLite cannot read without writing beside it",
+            hint="Nothing was written. Copy the store's directory somewhere writable and read the copy.",
+        )
     if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable:
         return forbidden(
             path,
