@@ -144,9 +144,18 @@ def failure(op: str | None, error: SwarmError, meta: Meta) -> dict[str, Any]:
     return {"ok": False, "op": op, "api": API_VERSION, "error": error.to_dict(), "meta": meta.to_dict()}
 
 
+# Characters JSON may leave raw in a string that many readers (Python's str.splitlines,
+# JavaScript before ES2019) take for line breaks: escaped, the envelope is one line for all.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def dumps(envelope: dict[str, Any]) -> str:
     """The compact form: one line, no spaces, keys in the order built. The wire format."""
-    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in _LINE_BREAKS.items():
+        if char in text:  # only ever inside a string: JSON has no other place for it
+            text = text.replace(char, escaped)
+    return text
 
 
 def exit_status(envelope: dict[str, Any]) -> int:

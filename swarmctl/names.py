@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from swarmctl.envelope import SwarmError
 
-# --- refs: git's check-ref-format rules, plus a length bound -------------------------------
+# --- refs: git's check-ref-format rules, plus a length bound and no leading '-' ------------
+# (git refuses a leading '-' for branch names, `git check-ref-format --branch`: such a name
+# would read as an option on the command line.)
 
 REF_NAME_MAX = 255
 _REF_FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
@@ -21,6 +23,8 @@ def ref_name_problem(name: str) -> str | None:
         return f"it is longer than {REF_NAME_MAX} characters"
     if name == "@":
         return "'@' alone is reserved"
+    if name.startswith("-"):
+        return "it begins with '-'"
     if m := _REF_FORBIDDEN_CHARS.search(name):
         return f"it contains the character {m.group()!r}"
     if ".." in name:
@@ -88,16 +92,29 @@ def short_id(changeset_id: str | None) -> str:
 
 
 def format_time(moment: datetime) -> str:
-    moment = moment.astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """RFC 3339 UTC with milliseconds. Fixed width (the year too), so that comparing two of
+    these strings compares the times: the store orders and filters ops by this text."""
+    m = moment.astimezone(timezone.utc)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}."
+        f"{m.microsecond // 1000:03d}Z"
+    )
 
 
 def now() -> str:
     return format_time(datetime.now(timezone.utc))
 
 
-def parse_time(text: str, *, field: str) -> str:
-    """An RFC 3339 time (or a plain date) in the store's own format, for comparisons."""
+# Times beyond what datetime can hold in UTC (year 1 in UTC+1, year 9999 in UTC-1) are before
+# or after every op; they compare as these.
+_EARLIEST = "0001-01-01T00:00:00.000Z"
+_LATEST = "9999-12-31T23:59:59.999Z"
+
+
+def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
+    """An RFC 3339 time (or a plain date; no offset means UTC) in the store's own format, for
+    comparisons. Below a millisecond it is cut, or with `round_up` rounded up: a lower bound
+    ("at or after") then never takes in an op from before it."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
     except ValueError:
@@ -109,4 +126,9 @@ def parse_time(text: str, *, field: str) -> str:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return format_time(moment)
+    try:
+        if round_up and moment.microsecond % 1000:
+            moment += timedelta(microseconds=1000 - moment.microsecond % 1000)
+        return format_time(moment)
+    except OverflowError:
+        return _EARLIEST if moment.year == 1 else _LATEST

@@ -3,10 +3,11 @@ keeps snapshots as plain text files in the top-level `snapshots/` folder.
 
 What differs from run to run is replaced, as in the reference pages: the test's temporary
 directory by [tmp], changeset ids (full, or the 12-digit short form) by [c1], [c2], ... in
-order of first appearance, times by [at], elapsed_ms by "[elapsed_ms]", the version by
-[version], workflow ids by [w1], [w2], ..., blast-radius preview ids by [p1], [p2], ..., a
-command's duration_ms by "[duration_ms]" and process ids by [pid]. Other run-dependent ids get
-their own placeholders here, and only here.
+order of first appearance, a shorter prefix of a changeset id seen in the transcript (as a user
+types one: `ref set main 3f9a1c`) by its id's placeholder and its length ([c1:6]), times by [at],
+elapsed_ms by "[elapsed_ms]", the version by [version], workflow ids by [w1], [w2], ...,
+blast-radius preview ids by [p1], [p2], ..., a command's duration_ms by "[duration_ms]" and
+process ids by [pid]. Other run-dependent ids get their own placeholders here, and only here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
 
 _HEX_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{12}(?:[0-9a-f]{52})?(?![0-9a-zA-Z])")
+_FULL_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{64}(?![0-9a-zA-Z])")
+_HEX_WORD = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{4,63}(?![0-9a-zA-Z])")
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _ELAPSED = re.compile(r'("elapsed_ms":\s*)\d+')
 _CORRELATION = re.compile(r"correlation id [0-9a-f]{12}|(\"correlation_id\":\s*\")[0-9a-f]{12}")
@@ -41,9 +44,12 @@ class Normalizer:
         self.ids: dict[str, str] = {}
         self.workflows: dict[str, str] = {}
         self.previews: dict[str, str] = {}
+        self.full_ids: set[str] = set()
 
     def _id(self, match: re.Match) -> str:
-        key = match.group()[:12]
+        return self._placeholder(match.group()[:12])
+
+    def _placeholder(self, key: str) -> str:
         if key not in self.ids:
             self.ids[key] = f"[c{len(self.ids) + 1}]"
         return self.ids[key]
@@ -57,17 +63,29 @@ class Normalizer:
 
         return placeholder
 
+    def _prefix(self, match: re.Match) -> str:
+        word = match.group()
+        if len(word) == 12:
+            return word  # a short id: _HEX_ID's
+        owners = {full[:12] for full in self.full_ids if full.startswith(word)}
+        if len(owners) != 1:
+            return word  # not a prefix of one id seen: leave it
+        return self._placeholder(owners.pop())[:-1] + f":{len(word)}]"
+
     def __call__(self, text: str) -> str:
         for tmp in sorted(set(self.tmp), key=len, reverse=True):
             text = text.replace(tmp, "[tmp]")
         text = _CORRELATION.sub(lambda m: (m.group(1) + "[id]") if m.group(1) else "correlation id [id]", text)
         text = _WORKFLOW_ID.sub(self._numbered(self.workflows, "w"), text)
         text = _PREVIEW_ID.sub(self._numbered(self.previews, "p"), text)
-        text = _HEX_ID.sub(self._id, text)
+        # Times, durations and pids first: their digits must not be taken for id prefixes.
         text = _TIME.sub("[at]", text)
         text = _ELAPSED.sub(r'\1"[elapsed_ms]"', text)
         text = _DURATION.sub(r'\1"[duration_ms]"', text)
         text = _PID.sub(lambda m: (m.group(1) + '"[pid]"') if m.group(1) else m.group(2) + "[pid]", text)
+        self.full_ids.update(_FULL_ID.findall(text))
+        text = _HEX_WORD.sub(self._prefix, text)
+        text = _HEX_ID.sub(self._id, text)
         text = text.replace(__version__, "[version]")
         return text
 

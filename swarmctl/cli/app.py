@@ -183,6 +183,7 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
         py_type = list[str]
     elif base is int:
         py_type = int
+        # The bounds of `Annotated[int, Range(lo, hi)]`: the same ones pydantic holds the JSON doors to.
         options["min"] = bounds.ge if bounds else None
         options["max"] = bounds.le if bounds else MAX_INT
     else:

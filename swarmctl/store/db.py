@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -37,36 +38,50 @@ def lock_timeout() -> float:
 
 
 def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
-    """What an SQLite failure means to the caller, as a typed error."""
+    """What an SQLite failure means to the caller, as a typed error.
+
+    Decided by SQLite's primary result code (sqlite3 exposes it as `sqlite_errorcode`), not by
+    the wording of its message, which SQLite does not promise to keep.
+    """
     text = str(exc)
-    lowered = text.lower()
     where = {"repo": str(path)} if path else {}
-    if "locked" in lowered or "busy" in lowered:
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return SwarmError(
             "E_BUSY",
             f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
             details=where,
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
         )
-    if "readonly" in lowered or "read-only" in lowered:
-        return SwarmError(
-            "E_FORBIDDEN",
-            f"the store is read-only here: {text}",
-            details={**where, "reason": "read_only"},
-            hint="Writing needs write access to the store's directory and database file.",
-        )
-    if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered
-        or "no such table" in lowered or "no such column" in lowered
-    ):
+    if code in (_SQLITE_READONLY, _SQLITE_PERM):
+        return forbidden(path, f"the store is read-only here: {text}")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return corrupt(f"the store's database fails its checks: {text}", path)
-    if "disk i/o" in lowered or "unable to open" in lowered:
+    if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
+        return corrupt(f"the store's database lacks part of its schema: {text}", path)
+    if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
         return corrupt(f"the store's database cannot be read: {text}", path)
     return SwarmError(
         "E_INTERNAL",
         f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
-        details={**where, "exception": type(exc).__name__},
+        details={**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
         hint="Please report this with the command you ran.",
+    )
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
+_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
+
+
+def forbidden(path: Path | None, message: str, hint: str | None = None) -> SwarmError:
+    return SwarmError(
+        "E_FORBIDDEN",
+        message,
+        details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
+        hint=hint
+        or "Nothing was written. Reads work; writing needs write access to the store's directory "
+        "and its database file.",
     )
 
 
@@ -105,10 +120,12 @@ def discover(start: Path) -> Path | None:
     return None
 
 
-def _connect(db: Path, *, readonly: bool) -> sqlite3.Connection:
+def _connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
     mode = "ro" if readonly else "rw"
+    # immutable=1: SQLite reads the file without locks or its -shm file. Only for a store on a
+    # read-only filesystem, where no one can be writing it (see Store.open).
     conn = sqlite3.connect(
-        f"{db.as_uri()}?mode={mode}",
+        f"{db.as_uri()}?mode={mode}" + ("&immutable=1" if immutable else ""),
         uri=True,
         timeout=lock_timeout(),
         isolation_level=None,  # we issue BEGIN/COMMIT ourselves
@@ -120,13 +137,90 @@ def _connect(db: Path, *, readonly: bool) -> sqlite3.Connection:
     return conn
 
 
-class Store:
-    """An open store: its directory (absolute) and one SQLite connection."""
+def _open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
+    """Why a store could not be opened: the first reads of a database tell a corrupt file, a
+    file that is not a store, and one this user may not read apart."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable and _on_readonly_filesystem(path):
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: it is on a read-only filesystem with changes still in "
+            f"its write-ahead log ({DB_FILE}-wal), which SQLite cannot read without writing beside it",
+            hint="Nothing was written. Copy the store's directory somewhere writable and read the copy.",
+        )
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable:
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: SQLite must create {DB_FILE}-shm beside the "
+            "database to read it, and this user cannot write the store's directory",
+            hint="Nothing was written. Run as a user who may write the store's directory, or read a "
+            "copy of the store. (A store on a read-only filesystem is read without it.)",
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return translate(exc, path)
+    return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool) -> None:
+
+_CREATE_HINT = "Nothing was written. Choose a directory this user may write."
+
+
+def _remove_abandoned_inits(path: Path) -> None:
+    """Remove what an `init` killed half-way left behind (its process is gone)."""
+    for leftover in path.glob(f"{DB_FILE}.init-*"):
+        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _writable(path: Path, db: Path) -> bool:
+    """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
+    files."""
+    return _can_write(db) and _can_write(path)
+
+
+def _can_write(path: Path) -> bool:
+    # access(2) answers for this user, and says no on a read-only filesystem: what stops root,
+    # whom file modes do not.
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _on_readonly_filesystem(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _wal_is_empty(db: Path) -> bool:
+    try:
+        return Path(f"{db}-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+class Store:
+    """An open store: its directory (absolute) and one SQLite connection.
+
+    `writable` is False where this process cannot write the store (a read-only filesystem, or
+    a directory or database it has no write permission for): reads work, `write()` refuses
+    with E_FORBIDDEN before touching anything.
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
         self.path = path
         self.conn = conn
         self.readonly = readonly
+        self.writable = writable
 
     # --- opening -------------------------------------------------------------------------
 
@@ -136,19 +230,26 @@ class Store:
         db = path / DB_FILE
         if not db.is_file():
             raise not_a_repo(path)
+        writable = _writable(path, db)
+        # A WAL database is read through its -shm file, which SQLite must be able to create.
+        # On a read-only filesystem no one can write the store, so it may be read as an
+        # immutable file instead, unless a WAL with commits in it was left there.
+        immutable = not writable and _on_readonly_filesystem(path) and _wal_is_empty(db)
+        conn = None
         try:
-            conn = _connect(db, readonly=readonly)
-            store = cls(path, conn, readonly)
+            conn = _connect(db, readonly=readonly or not writable, immutable=immutable)
+            store = cls(path, conn, readonly, writable)
             store._check_format()
-        except sqlite3.Error as exc:
-            raise translate(exc, path) from exc
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _open_failure(exc, path, writable) from exc
+            raise
         return store
 
     def _check_format(self) -> None:
-        try:
-            row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise corrupt(f"{self.path / DB_FILE} is not a readable swarmops database: {exc}", self.path) from exc
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or not str(row[0]).isdigit():
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
@@ -176,25 +277,42 @@ class Store:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
             raise SwarmError(
                 "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
             ) from exc
-        # Build the database under a temporary name and rename it into place, so that a
-        # process killed during init leaves no half-made store behind.
-        tmp = path / (DB_FILE + ".init")
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            leftover.unlink(missing_ok=True)
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        if not _can_write(path):
+            why = "is on a read-only filesystem" if _on_readonly_filesystem(path) else "is not writable by this user"
+            raise forbidden(path, f"cannot make a store in {path}: it {why}", hint=_CREATE_HINT)
+        # Build the database under a name of this process's own, then link it into place: a
+        # process killed during init leaves no half-made store, and of two processes making a
+        # store in one directory at once exactly one succeeds (link fails if the name exists).
+        _remove_abandoned_inits(path)
+        tmp = path / f"{DB_FILE}.init-{os.getpid()}"
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
-            conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
-            store = cls(path, conn, readonly=False)
-            with store.write(actor) as w:
-                w.append_op("init", "initialize store")
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
+                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                store = cls(path, conn, readonly=False)
+                with store.write(actor) as w:
+                    w.append_op("init", "initialize store")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, path / DB_FILE)
+            except FileExistsError:
+                raise SwarmError(
+                    "E_STATE",
+                    f"there is already a store at {path} (made by another process just now)",
+                    details={"path": str(path)},
+                    hint="Use it with --repo, or choose another directory.",
+                ) from None
         finally:
-            conn.close()
-        os.replace(tmp, path / DB_FILE)
+            for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                made.unlink(missing_ok=True)
         return cls.open(path)
 
     def close(self) -> None:
@@ -219,12 +337,14 @@ class Store:
         """
         if self.readonly:
             raise RuntimeError("write on a store opened read-only")
+        if not self.writable:
+            why = "is on a read-only filesystem" if _on_readonly_filesystem(self.path) else "is not writable by this user"
+            raise forbidden(self.path, f"the store at {self.path} {why}")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             writer = Writer(self.conn, actor, _next_time(self.conn))
             yield writer
-            if _FAULT in os.environ:
-                _pause_before_commit()
+            _fault_pause_before_commit()
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
@@ -232,20 +352,20 @@ class Store:
             raise
 
 
-# Fault injection, for tests that kill a process at a known point (CONTRIBUTING.md):
-# SWARMCTL_FAULT=pause-before-commit:PATH makes every write, once it has done all its work and
-# just before its COMMIT, write its pid to PATH and sleep, so the test can SIGKILL it there.
-_FAULT = "SWARMCTL_FAULT"
-
-
-def _pause_before_commit() -> None:
-    action, _, path = os.environ[_FAULT].partition(":")
+def _fault_pause_before_commit() -> None:
+    """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
+    with everything of the transaction written but not committed, write PATH (this process's
+    pid) and sleep, so that a test can kill the process at exactly this point."""
+    spec = os.environ.get("SWARMCTL_FAULT")
+    if not spec:
+        return
+    action, _, path = spec.partition(":")
     if action != "pause-before-commit" or not path:
-        raise RuntimeError(f"{_FAULT} must be pause-before-commit:PATH, not {os.environ[_FAULT]!r}")
+        raise RuntimeError(f"SWARMCTL_FAULT must be pause-before-commit:PATH, not {spec!r}")
     import time
 
     Path(path).write_text(str(os.getpid()))
-    time.sleep(600)
+    time.sleep(3600)
 
 
 def _next_time(conn: sqlite3.Connection) -> str:

@@ -122,19 +122,22 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
         moves = [Move(ref, current, cid)] if ref else []
         where = f" on {ref}" if ref else ""
         op = w.append_op("changeset_create", f"create changeset {names.short_id(cid)}{where}: {_first_line(req.message)}", moves)
-        for path, content in files.items():
-            w.insert_blob(blobs[path], content)
-        w.insert_changeset(
-            {
-                "id": cid,
-                "message": req.message,
-                "actor": actor,
-                "at": w.at,
-                "parents": json.dumps(parents),
-                "metadata": json.dumps(metadata, ensure_ascii=False),
-                "files": json.dumps(blobs, ensure_ascii=False),
-            }
-        )
+        # The same content by the same actor in the same millisecond is the same changeset (its
+        # id is a hash of all of that): it exists already, and this op creates nothing new.
+        if queries.changeset_row(w.conn, cid) is None:
+            for path, content in files.items():
+                w.insert_blob(blobs[path], content)
+            w.insert_changeset(
+                {
+                    "id": cid,
+                    "message": req.message,
+                    "actor": actor,
+                    "at": w.at,
+                    "parents": json.dumps(parents),
+                    "metadata": json.dumps(metadata, ensure_ascii=False),
+                    "files": json.dumps(blobs, ensure_ascii=False),
+                }
+            )
         record = _record(w.conn, cid)
     return ChangesetCreateResult(changeset=record, op=op, ref_moves=[RefMove(m.name, m.old, m.new) for m in moves])
 

@@ -47,17 +47,17 @@ def resolve_op(ctx: Context, conn: sqlite3.Connection, spec: int | str) -> int:
 
 
 def resolve_changeset(ctx: Context, conn: sqlite3.Connection, given: str) -> str:
-    """A full changeset id from an id, a unique prefix of one, or a ref name.
+    """A full changeset id from a ref name, an id, or a unique prefix of an id.
 
-    Hex text of 4 or more digits is read as an id prefix; anything else as a ref name.
+    A ref of that name wins over an id prefix, as in git: in a large store nearly every short
+    hex word is the prefix of some changeset, and a ref named `cafe` must keep meaning the ref.
+    Otherwise hex text of 4 or more digits is an id prefix.
     """
     text = given.strip()
-    if len(text) >= names.MIN_PREFIX_LEN and names.is_hex(text.lower()):
-        full = queries.resolve_changeset(conn, text)
-    elif names.ref_name_problem(text) is None and (target := queries.ref_target(conn, text)) is not None:
+    if names.ref_name_problem(text) is None and (target := queries.ref_target(conn, text)) is not None:
         full = target
     elif names.is_hex(text.lower()):
-        full = queries.resolve_changeset(conn, text)  # raises: too short
+        full = queries.resolve_changeset(conn, text)  # raises: too short, ambiguous, not found
     else:
         raise SwarmError(
             "E_NOT_FOUND",

@@ -131,9 +131,9 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
         before=req.before,
         after=req.after,
         ref=names.check_ref_name(req.ref) if req.ref is not None else None,
-        actor=req.actor,
+        actor=names.check_actor(req.actor) if req.actor is not None else None,
         kind=req.kind,
-        since=names.parse_time(req.since, field="since") if req.since is not None else None,
+        since=names.parse_time(req.since, field="since", round_up=True) if req.since is not None else None,
         until=names.parse_time(req.until, field="until") if req.until is not None else None,
     )
     store = ctx.store()

@@ -118,8 +118,8 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
                 raise _cas_error(name, expected, current, row["op"] if row else None)
         if current == new:
             return RefSetResult(name=name, old=current, new=new, op=None)
-        verb = "set" if current else "create"
-        op = w.append_op("ref_set", f"{verb} {name} to {names.short_id(new)}", [Move(name, current, new)])
+        what = f"set {name} to" if current else f"create {name} at"
+        op = w.append_op("ref_set", f"{what} {names.short_id(new)}", [Move(name, current, new)])
     return RefSetResult(name=name, old=current, new=new, op=op)
 
 

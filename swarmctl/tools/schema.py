@@ -11,7 +11,7 @@ from swarmctl.spec import Cli, READ, Tool, arg, request_type, result_type
 class SchemaResult:
     type: str | None
     schema: dict[str, Any] | None
-    types: list[str]
+    types: list[str] | None  # the listing, when no type was asked for
 
 
 @request_type
@@ -39,7 +39,7 @@ def schema(ctx: Context, req: SchemaReq) -> SchemaResult:
             details={"type": req.type, "types": sorted(known)},
             hint="`swarmctl schema` lists the types.",
         )
-    return SchemaResult(type=req.type, schema=schemas.json_schema(known[req.type]), types=sorted(known))
+    return SchemaResult(type=req.type, schema=schemas.json_schema(known[req.type]), types=None)
 
 
 SCHEMA = Tool(

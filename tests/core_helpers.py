@@ -1,0 +1,87 @@
+"""Helpers of the core's tests: stores with a known history, and looking at a store's files
+and tables directly (with sqlite3, not through swarmctl) to check what a command did to them."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import SUBPROCESS, Swarm, build_golden_store
+
+from swarmctl import names
+from swarmctl.store.check import check_store
+
+ALICE = "human/alice"
+AGENT = "agent/worker-17"
+FROZEN = "2026-11-30T03:20:56.123Z"
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch):
+    """Every op at one instant, so that changeset ids (which hash the time) are the same on
+    every run. It stops the clock of this process, so it needs the in-process `sw`."""
+    if SUBPROCESS:
+        pytest.skip("a frozen clock needs commands run in this process")
+    monkeypatch.setattr(names, "now", lambda: FROZEN)
+    return FROZEN
+
+
+def as_(sw: Swarm, actor: str) -> tuple[str, ...]:
+    return ("--repo", str(sw.store), "--as", actor)
+
+
+def build_log_store(sw: Swarm) -> dict[str, str]:
+    """The golden store (ops 1-6), then: 7 the agent creates feature/x, 8 alice deletes it,
+    9 alice creates a changeset that moves no ref."""
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, AGENT), "ref", "set", "feature/x", ids["fix"], "--create")  # 7
+    sw.ok(*as_(sw, ALICE), "ref", "delete", "feature/x")  # 8
+    ids["docs"] = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Docs")["changeset"]["id"]  # 9
+    return ids
+
+
+def connect(store: Path) -> sqlite3.Connection:
+    """A read-only look at the store's tables, bypassing swarmctl."""
+    return sqlite3.connect(f"{(store / 'swarmops.db').as_uri()}?mode=ro", uri=True)
+
+
+def op_count(store: Path) -> int:
+    conn = connect(store)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM ops").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def refs(store: Path) -> dict[str, str]:
+    conn = connect(store)
+    try:
+        return dict(conn.execute("SELECT name, target FROM refs"))
+    finally:
+        conn.close()
+
+
+def problems(store: Path) -> list:
+    """What the store's own consistency check finds (nothing, for a sound store)."""
+    conn = connect(store)
+    try:
+        return check_store(conn, integrity=True)
+    finally:
+        conn.close()
+
+
+def file_digests(store: Path) -> dict[str, str]:
+    """The SHA-256 of the database and of its WAL (what a read must leave byte-identical).
+
+    The -shm file is left out: it is SQLite's shared-memory index and lock table, which every
+    reader of a WAL database writes its read marks into. A WAL that is absent and one that is
+    empty hold the same (nothing): a reader may create the empty file, as SQLite does.
+    """
+    digests = {}
+    for name in ("swarmops.db", "swarmops.db-wal"):
+        path = store / name
+        data = path.read_bytes() if path.exists() else b""
+        digests[name] = hashlib.sha256(data).hexdigest() if data else "empty"
+    return digests

@@ -1,0 +1,380 @@
+"""Real processes racing on one store, and processes killed in the middle of a change.
+
+Every check ends with the store's own consistency check (swarmctl.store.check): replaying the
+op log's ref moves must give the refs table, and op numbers must run 1..N without a gap."""
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core_helpers import ALICE, AGENT, as_, file_digests, op_count, problems, refs
+from conftest import build_golden_store, swarmctl_argv
+
+from swarmctl.store import Move, Store
+
+WORKERS = 8
+
+
+def three_ref_op(store: Path, ids: dict) -> int:
+    """An op that moves three refs at once, as `tx commit` will: through Store.write."""
+    s = Store.open(store)
+    try:
+        with s.write(ALICE) as w:
+            moves = [
+                Move("main", w.ref_target("main"), ids["base"]),
+                Move("release/v1", w.ref_target("release/v1"), ids["base"]),
+                Move("staging", None, ids["fix"]),
+            ]
+            return w.append_op("tx_commit", "commit 3 staged moves", moves)
+    finally:
+        s.close()
+
+
+def test_undo_of_three_refs_is_all_or_nothing(sw):
+    ids = build_golden_store(sw)
+    op = three_ref_op(sw.store, ids)  # 7
+    after_op = refs(sw.store)
+    sw.ok(*as_(sw, AGENT), "ref", "set", "staging", ids["base"])  # 8: one of the three moves on
+    before = (op_count(sw.store), file_digests(sw.store), refs(sw.store))
+    refused = sw.process(*as_(sw, ALICE), "op", "undo", str(op))
+    assert (refused.exit, refused.error["code"]) == (3, "E_CAS_MISMATCH")
+    # Only the ref that moved is a conflict; the other two were not touched either.
+    assert [c["name"] for c in refused.error["details"]["conflicts"]] == ["staging"]
+    assert (op_count(sw.store), file_digests(sw.store), refs(sw.store)) == before
+    assert refs(sw.store)["main"] == after_op["main"] == ids["base"]
+    # Take back the later move, and the undo moves all three, in one op.
+    sw.ok(*as_(sw, AGENT), "op", "undo", "8")  # 9
+    done = sw.process(*as_(sw, ALICE), "op", "undo", str(op))
+    assert done.result["op"] == 10 and len(done.result["ref_moves"]) == 3
+    assert refs(sw.store) == {"main": ids["fix"], "release/v1": ids["fix"]}
+    assert problems(sw.store) == []
+
+
+def test_undo_killed_before_commit_writes_none_of_its_moves(sw):
+    ids = build_golden_store(sw)
+    op = three_ref_op(sw.store, ids)
+    before = (op_count(sw.store), refs(sw.store))
+    killed = kill_at_commit(sw, *as_(sw, ALICE), "op", "undo", str(op))
+    assert killed == -signal.SIGKILL
+    assert (op_count(sw.store), refs(sw.store)) == before
+    assert problems(sw.store) == []
+    assert sw.ok(*as_(sw, ALICE), "op", "undo", str(op))["op"] == op + 1  # gapless after the kill
+
+
+# --- processes killed at the commit, and at random ----------------------------------------------
+
+
+def kill_at_commit(sw, *args: str) -> int:
+    """Run swarmctl with the fault hook, SIGKILL it while it waits before COMMIT; its status."""
+    flag = sw.tmp / f"paused-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *args],
+        cwd=sw.tmp,
+        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "never reached the commit"
+        time.sleep(0.005)
+    assert int(flag.read_text()) == proc.pid
+    proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate()
+    assert out == b""  # it printed nothing: no envelope claims a change that is not there
+    return proc.returncode
+
+
+def test_killed_before_commit_leaves_no_trace(sw):
+    ids = build_golden_store(sw)
+    (sw.tmp / "big.txt").write_text("x" * 200_000)  # a blob, so the change spans several pages
+    before = (op_count(sw.store), refs(sw.store))
+    assert kill_at_commit(sw, *as_(sw, AGENT), "changeset", "create", "-m", "m", "--file", "big.txt", "--ref", "main") == -9
+    assert kill_at_commit(sw, *as_(sw, AGENT), "ref", "set", "release/v1", ids["base"]) == -9
+    assert kill_at_commit(sw, *as_(sw, AGENT), "ref", "delete", "main") == -9
+    assert (op_count(sw.store), refs(sw.store)) == before
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    assert conn.execute("SELECT COUNT(*) FROM changesets").fetchone()[0] == 3
+    assert conn.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 0
+    conn.close()
+    assert problems(sw.store) == []
+    assert sw.ok(*as_(sw, AGENT), "ref", "set", "release/v1", ids["base"])["op"] == 7
+
+
+# A child that changes the store as fast as it can, through the library, until it is killed.
+_CHURN = r"""
+import sys
+from swarmctl import runner
+from swarmctl.context import Context
+from swarmctl.tools import changeset, op, ref
+
+repo, actor = sys.argv[1], sys.argv[2]
+i = 0
+while True:
+    i += 1
+    name = "churn/%d" % (i % 3)
+    ctx = lambda: Context(repo=repo, actor=actor, readonly=False)
+    made = runner.run(changeset.CHANGESET_CREATE, changeset.ChangesetCreateReq(
+        message="churn %d" % i, files={"f.txt": "x" * (i % 7) * 5000}, ref=name), ctx())
+    if i % 2:
+        runner.run(ref.REF_DELETE, ref.RefDeleteReq(name=name), ctx())
+    if i % 3 == 0:
+        runner.run(op.UNDO, op.UndoReq(op="@"), ctx())
+    print(i, flush=True)
+"""
+
+
+def test_killed_at_random_times_the_store_stays_consistent(sw):
+    build_golden_store(sw)
+    rng = random.Random(2026)
+    kills, progressed = 12, 0
+    for round_ in range(kills):
+        start = op_count(sw.store)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHURN, str(sw.store), AGENT],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=sw.env,
+        )
+        # Wait until it is changing the store, then kill it at a random moment.
+        assert proc.stdout.readline(), proc.stderr.read()
+        time.sleep(rng.uniform(0, 0.15))
+        proc.kill()
+        proc.communicate()
+        after = op_count(sw.store)
+        assert after > start
+        progressed += after - start
+        assert problems(sw.store) == [], f"round {round_}"
+    # The CLI too: processes killed at random points of their lives, writes included.
+    for round_ in range(8):
+        proc = subprocess.Popen(
+            [*swarmctl_argv(), *as_(sw, ALICE), "changeset", "create", "-m", f"cli {round_}", "--ref", "cli"],
+            cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        time.sleep(rng.uniform(0.05, 0.4))
+        proc.kill()
+        proc.communicate()
+        assert problems(sw.store) == []
+    assert progressed > kills
+
+
+# --- 8 processes moving one ref by compare-and-swap ----------------------------------------------
+
+
+def _cas_worker(repo: str, actor: str, targets: list, results) -> None:
+    """Advance the ref `counter` to each of `targets` in turn: read, then set with --expect."""
+    from swarmctl import runner
+    from swarmctl.context import Context
+    from swarmctl.tools import ref
+
+    done, conflicts = [], 0
+    for target in targets:
+        while True:
+            shown = runner.run(ref.REF_SHOW, ref.RefShowReq(name="counter"), Context(repo=repo))
+            current = shown["result"]["target"]
+            env = runner.run(
+                ref.REF_SET,
+                ref.RefSetReq(name="counter", target=target, expect=current),
+                Context(repo=repo, actor=actor, readonly=False),
+            )
+            if env["ok"]:
+                done.append((env["result"]["op"], current, target))
+                break
+            assert env["error"]["code"] == "E_CAS_MISMATCH", env
+            assert env["error"]["details"]["conflicts"][0]["expected"] == current
+            conflicts += 1
+    results.put((actor, done, conflicts))
+
+
+def _seed_targets(sw, count: int) -> list[str]:
+    """`count` changesets (one op), and `counter` created at the first: the ref the workers move."""
+    s = Store.open(sw.store)
+    try:
+        from swarmctl.store import changesets as ids
+
+        made = []
+        with s.write(ALICE) as w:
+            w.append_op("changeset_create", f"create {count} changesets for the race")
+            for i in range(count):
+                cid = ids.changeset_id(message=f"step {i}", parents=[], actor=ALICE, at=w.at, metadata={}, files={})
+                w.insert_changeset(
+                    {"id": cid, "message": f"step {i}", "actor": ALICE, "at": w.at, "parents": "[]", "metadata": "{}", "files": "{}"}
+                )
+                made.append(cid)
+        with s.write(ALICE) as w:
+            w.append_op("ref_set", "create counter", [Move("counter", None, made[0])])
+        return made
+    finally:
+        s.close()
+
+
+def _check_race(sw, successes: list[tuple[int, str, str]], first: str) -> None:
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    try:
+        history = conn.execute("SELECT op, old, new FROM ref_moves WHERE name = 'counter' ORDER BY op").fetchall()
+    finally:
+        conn.close()
+    # Every success is in the history, exactly as the worker expected it, and nothing else is.
+    assert history[0][1:] == (None, first)
+    assert sorted(successes) == history[1:]
+    # The history is one unbroken chain: each move starts where the one before ended.
+    assert all(history[i][1] == history[i - 1][2] for i in range(1, len(history)))
+    assert refs(sw.store)["counter"] == history[-1][2]
+    assert len({op for op, _, _ in successes}) == len(successes)
+    assert problems(sw.store) == []
+
+
+def test_eight_library_processes_race_with_compare_and_swap(sw):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    per_worker = 12
+    targets = _seed_targets(sw, 1 + WORKERS * per_worker)
+    mp = multiprocessing.get_context("spawn")
+    results = mp.Queue()
+    procs = [
+        mp.Process(
+            target=_cas_worker,
+            args=(str(sw.store), f"agent/w{i}", targets[1 + i * per_worker : 1 + (i + 1) * per_worker], results),
+        )
+        for i in range(WORKERS)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    successes = [s for _, done, _ in outcomes for s in done]
+    assert len(successes) == WORKERS * per_worker
+    _check_race(sw, successes, targets[0])
+    # They really raced: some compare-and-swaps lost and were retried.
+    assert sum(conflicts for _, _, conflicts in outcomes) > 0
+
+
+def test_eight_cli_processes_race_with_expect(sw):
+    """As a script would: `ref set --expect`, and on E_CAS_MISMATCH retry from what the error
+    says the ref names now (details.conflicts[0].actual)."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    targets = _seed_targets(sw, 1 + WORKERS)
+    successes, conflicts, lock = [], [], threading.Lock()
+    go = threading.Barrier(WORKERS)
+
+    def worker(i: int) -> None:
+        actor, target = f"agent/cli{i}", targets[1 + i]
+        current = sw.process("--repo", str(sw.store), "ref", "show", "counter").result["target"]
+        go.wait()
+        while True:
+            ran = sw.process(*as_(sw, actor), "ref", "set", "counter", target, "--expect", current)
+            with lock:
+                if ran.exit == 0:
+                    successes.append((ran.result["op"], current, target))
+                    return
+                assert ran.error["code"] == "E_CAS_MISMATCH", ran.stdout
+                conflict = ran.error["details"]["conflicts"][0]
+                assert conflict["expected"] == current != conflict["actual"]
+                conflicts.append(actor)
+                current = conflict["actual"]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(WORKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert len(successes) == WORKERS
+    _check_race(sw, successes, targets[0])
+    # All eight started from the same value: each but the first to write lost at least once.
+    assert len(set(conflicts)) == WORKERS - 1
+
+
+def test_eight_processes_append_ops_gaplessly(sw):
+    """Unconditional writes from 8 processes at once: every one lands, numbered without gaps."""
+    build_golden_store(sw)
+    procs = [
+        subprocess.Popen(
+            [*swarmctl_argv(), *as_(sw, f"agent/p{i}"), "changeset", "create", "-m", f"from {i}", "--ref", f"p/{i}"],
+            cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(WORKERS)
+    ]
+    envelopes = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, out + err
+        envelopes.append(json.loads(out))
+    assert sorted(e["result"]["op"] for e in envelopes) == list(range(7, 7 + WORKERS))
+    assert problems(sw.store) == []
+
+
+# --- the consistency check itself finds what is wrong -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "damage, rule",
+    [
+        ("DELETE FROM ref_moves WHERE op = 6", "refs_match_log"),
+        ("UPDATE refs SET op = 2 WHERE name = 'release/v1'", "refs_match_log"),
+        ("UPDATE ref_moves SET old = NULL WHERE op = 6", "move_chain"),
+        ("DELETE FROM ops WHERE op = 3", "ops_gapless"),
+        ("UPDATE ops SET at = '2000-01-01T00:00:00.000Z' WHERE op = 4", "ops_time_order"),
+        ("UPDATE ops SET undoes = 6 WHERE op = 5", "undoes_earlier_op"),
+        ("INSERT INTO refs VALUES ('ghost', 'f' || substr((SELECT id FROM changesets LIMIT 1), 2), 6)", "refs_match_log"),
+    ],
+)
+def test_consistency_check_finds_damage(sw, damage, rule):
+    build_golden_store(sw)
+    assert problems(sw.store) == []
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    found = {p.check for p in problems(sw.store)}
+    assert rule in found, found
+
+
+def test_two_inits_of_one_directory_at_once(sw):
+    """Exactly one makes the store; the others are told it exists (E_STATE); no debris."""
+    procs = [
+        subprocess.Popen(
+            [*swarmctl_argv(), "--as", f"agent/i{i}", "init", str(sw.store)],
+            cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(4)
+    ]
+    outcomes = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    winners = [f"agent/i{i}" for i, e in enumerate(outcomes) if e["ok"]]
+    assert len(winners) == 1
+    assert sorted(e["error"]["code"] for e in outcomes if not e["ok"]) == ["E_STATE"] * 3
+    assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]
+    # The store is the winner's: its op 1 is the winner's init.
+    assert sw.ok("--repo", str(sw.store), "op", "show", "1")["actor"] == winners[0]
+    assert op_count(sw.store) == 1 and problems(sw.store) == []
+
+
+def test_init_killed_half_way_leaves_no_store(sw):
+    flag = sw.tmp / "paused"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), "--as", ALICE, "init", str(sw.store)],
+        cwd=sw.tmp, env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.kill()
+    proc.communicate()
+    assert not (sw.store / "swarmops.db").exists()
+    assert sw("--repo", str(sw.store), "op", "log").error["code"] == "E_NOT_A_REPO"
+    # The next init cleans up after the killed one.
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]

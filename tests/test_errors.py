@@ -1,0 +1,487 @@
+"""Each error code the core can produce, with its exit status, and nothing half-written.
+
+Usage errors, identity, which store (--repo, SWARMCTL_REPO, discovery), stores that cannot be
+used (missing, not a store, corrupt, of a newer format, read-only, locked)."""
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from core_helpers import AGENT, ALICE, as_, file_digests, op_count
+from conftest import build_golden_store, swarmctl_argv
+
+
+def digests_after(sw, store: Path, *commands: tuple[str, ...]) -> list:
+    """Run each command; return them, asserting that none changed the store's files."""
+    before = file_digests(store)
+    runs = [sw(*command) for command in commands]
+    assert file_digests(store) == before, "a failed command changed the store"
+    return runs
+
+
+# --- bad usage: E_INVALID_ARG, exit 2, usage on stderr too ------------------------------------
+
+
+def test_bad_usage(sw, golden):
+    build_golden_store(sw)
+    repo = ("--repo", str(sw.store))
+    runs = digests_after(
+        sw,
+        sw.store,
+        (*as_(sw, AGENT), "op", "undo", "banana"),
+        (*as_(sw, AGENT), "op", "undo", "-1"),
+        (*repo, "op", "show"),
+        (*repo, "op", "log", "--bogus"),
+        (*repo, "op", "log", "-n", "0"),
+        (*repo, "op", "log", "-n", "10001"),
+        (*repo, "op", "log", "--before", "0"),
+        (*repo, "op", "log", "--after", "99999999999999999999"),
+        (*repo, "op", "show", "9223372036854775808"),
+        (*repo, "op", "log", "--kind", "nope"),
+        (*repo, "op", "log", "--since", "yesterday"),
+        (*repo, "op", "log", "--actor", "worker-17"),
+        (*repo, "op", "log", "--ref", "a..b"),
+        (*as_(sw, ALICE), "ref", "set", "main"),
+        (*as_(sw, ALICE), "ref", "set", "release/v1.lock", "main"),
+        (*as_(sw, "worker-17"), "ref", "set", "x", "main"),
+        (*repo, "frobnicate"),
+    )
+    for ran in runs:
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.transcript()
+    # What the parser refuses carries the usage, in the envelope and on stderr; what the tool
+    # refuses (a time, an actor, a ref name) says which value and why instead.
+    parser_refused = [*range(10), 13, 16]
+    for i, ran in enumerate(runs):
+        usage = ran.error["details"].get("usage")
+        if i in parser_refused:
+            assert usage.startswith("Usage: swarmctl") and usage in ran.stderr, ran.transcript()
+        else:
+            assert usage is None and ran.stderr == "", ran.transcript()
+    assert sw.transcript(*runs) == golden
+
+
+def test_op_numbers_beyond_the_log(sw, golden):
+    build_golden_store(sw)
+    runs = digests_after(
+        sw,
+        sw.store,
+        ("--repo", str(sw.store), "op", "show", "7"),
+        ("--repo", str(sw.store), "op", "show", "9223372036854775807"),
+        (*as_(sw, AGENT), "op", "undo", "99"),
+    )
+    assert [(r.exit, r.error["code"]) for r in runs] == [(4, "E_NOT_FOUND")] * 3
+    assert sw.transcript(*runs) == golden
+
+
+def test_lock_timeout_variable_is_checked(sw):
+    build_golden_store(sw)
+    ran = sw(*as_(sw, ALICE), "ref", "set", "x", "main", env={"SWARMCTL_LOCK_TIMEOUT": "soon"})
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    ran = sw(*as_(sw, ALICE), "ref", "set", "x", "main", env={"SWARMCTL_LOCK_TIMEOUT": "-1"})
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    assert op_count(sw.store) == 6
+
+
+# --- identity ----------------------------------------------------------------------------------
+
+
+def test_mutations_need_an_identity_and_reads_do_not(sw, golden):
+    ids = build_golden_store(sw)
+    repo = ("--repo", str(sw.store))
+    runs = digests_after(
+        sw,
+        sw.store,
+        (*repo, "ref", "set", "x", "main"),
+        (*repo, "ref", "delete", "main"),
+        (*repo, "changeset", "create", "-m", "m"),
+        (*repo, "op", "undo", "6"),
+        (*repo, "op", "undo", "6", "--dry-run"),
+        (*repo, "--as", "", "ref", "set", "x", "main"),
+    )
+    assert [(r.exit, r.error["code"]) for r in runs] == [(6, "E_IDENTITY_REQUIRED")] * 6
+    no_init = sw("init", str(sw.tmp / "other"))
+    assert (no_init.exit, no_init.error["code"]) == (6, "E_IDENTITY_REQUIRED")
+    assert not (sw.tmp / "other").exists()
+    read = sw(*repo, "ref", "show", "main")
+    assert read.result["target"] == ids["fix"] and read.envelope["meta"]["auth"] == "none"
+    assert sw.transcript(*runs, no_init) == golden
+
+
+def test_identity_from_the_environment(sw):
+    build_golden_store(sw)
+    by_env = sw("--repo", str(sw.store), "ref", "set", "x", "main", env={"SWARMCTL_AS": "ci/release"})
+    assert by_env.envelope["meta"]["auth"] == "trust"
+    assert sw.ok("--repo", str(sw.store), "op", "show", "7")["actor"] == "ci/release"
+    # --as wins over SWARMCTL_AS.
+    sw.ok(*as_(sw, ALICE), "ref", "set", "y", "main", env={"SWARMCTL_AS": "ci/release"})
+    assert sw.ok("--repo", str(sw.store), "op", "show", "8")["actor"] == ALICE
+    bad = sw("--repo", str(sw.store), "ref", "set", "z", "main", env={"SWARMCTL_AS": "not an actor"})
+    assert (bad.exit, bad.error["code"]) == (2, "E_INVALID_ARG") and op_count(sw.store) == 8
+
+
+# --- which store -------------------------------------------------------------------------------
+
+
+def test_store_discovery_and_repo_variable(sw, golden):
+    build_golden_store(sw)
+    deep = sw.store / "notes" / "2026"
+    deep.mkdir(parents=True)
+    found = sw("ref", "show", "main", cwd=deep)
+    from_env = sw("ref", "show", "main", env={"SWARMCTL_REPO": str(sw.store)})
+    relative_env = sw("ref", "show", "main", env={"SWARMCTL_REPO": "store"})
+    # --repo wins over SWARMCTL_REPO, and over the store around the current directory.
+    (sw.tmp / "empty").mkdir()
+    flag_wins = sw("--repo", str(sw.tmp / "empty"), "ref", "show", "main", env={"SWARMCTL_REPO": str(sw.store)})
+    flag_wins_cwd = sw("--repo", str(sw.tmp / "empty"), "ref", "show", "main", cwd=deep)
+    for ran in (found, from_env, relative_env):
+        assert ran.envelope["meta"]["repo"] == str(sw.store.resolve())
+    assert flag_wins.error["code"] == flag_wins_cwd.error["code"] == "E_NOT_A_REPO"
+    assert sw.transcript(found, from_env, relative_env, flag_wins) == golden
+
+
+def test_no_store(sw, golden):
+    (sw.tmp / "plain").mkdir()
+    (sw.tmp / "plain" / "file.txt").write_text("not a store\n")
+    runs = [
+        sw("--repo", str(sw.tmp / "missing"), "op", "log"),
+        sw("--repo", str(sw.tmp / "plain"), "op", "log"),
+        sw("--repo", str(sw.tmp / "plain" / "file.txt"), "op", "log"),
+        sw("op", "log", cwd=sw.tmp / "plain"),
+        sw("--as", ALICE, "ref", "set", "x", "y", cwd=sw.tmp / "plain"),
+        sw("op", "log", env={"SWARMCTL_REPO": str(sw.tmp / "missing")}),
+    ]
+    assert [(r.exit, r.error["code"]) for r in runs] == [(5, "E_NOT_A_REPO")] * 6
+    assert sorted(p.name for p in sw.tmp.iterdir()) == ["plain"]  # nothing was created
+    assert sw.transcript(*runs) == golden
+
+
+def test_init(sw, golden):
+    made = sw("--as", ALICE, "init", str(sw.store))
+    again = sw("--as", ALICE, "init", str(sw.store))
+    (sw.tmp / "afile").write_text("x")
+    on_a_file = sw("--as", ALICE, "init", str(sw.tmp / "afile"))
+    bad_actor = sw("--as", "alice", "init", str(sw.tmp / "other"))
+    assert made.result == {"repo": str(sw.store.resolve()), "op": 1, "format": 1}
+    assert (again.exit, again.error["code"]) == (7, "E_STATE")
+    assert (on_a_file.exit, bad_actor.exit) == (2, 2)
+    assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]
+    assert not (sw.tmp / "other").exists()
+    assert sw.transcript(made, again, on_a_file, bad_actor) == golden
+
+
+# --- stores that cannot be used: nothing is written ---------------------------------------------
+
+READ = ("op", "log")
+WRITE = ("--as", ALICE, "ref", "set", "release/v2", "main")
+
+
+def _read_and_write(sw, store: Path) -> list:
+    return digests_after(sw, store, ("--repo", str(store), *READ), ("--repo", str(store), *WRITE))
+
+
+def test_corrupt_store_random_bytes(sw, golden):
+    store = sw.tmp / "store"
+    store.mkdir()
+    (store / "swarmops.db").write_bytes(random.Random(7).randbytes(8192))
+    runs = _read_and_write(sw, store)
+    assert [(r.exit, r.error["code"]) for r in runs] == [(9, "E_STORE_CORRUPT")] * 2
+    assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
+    assert sw.transcript(*runs) == golden
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+def test_corrupt_store_truncated(sw, keep):
+    build_golden_store(sw)
+    db = sw.store / "swarmops.db"
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.truncate(int(size * keep) // 4096 * 4096 + 1000)  # ends in the middle of a page
+    runs = _read_and_write(sw, sw.store)
+    assert [(r.exit, r.error["code"]) for r in runs] == [(9, "E_STORE_CORRUPT")] * 2, [r.stdout for r in runs]
+
+
+def test_corrupt_page_inside_the_store(sw):
+    """A store whose header is fine but one of its tables is garbage: found when it is read."""
+    build_golden_store(sw)
+    db = sw.store / "swarmops.db"
+    conn = sqlite3.connect(db)
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'refs'").fetchone()[0]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(db, "r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(random.Random(3).randbytes(page_size))
+    runs = digests_after(
+        sw,
+        sw.store,
+        ("--repo", str(sw.store), "ref", "list"),
+        ("--repo", str(sw.store), *WRITE),
+        (*as_(sw, AGENT), "op", "undo", "6"),
+    )
+    assert [(r.exit, r.error["code"]) for r in runs] == [(9, "E_STORE_CORRUPT")] * 3, [r.stdout for r in runs]
+
+
+def test_sqlite_database_that_is_not_a_store(sw, golden):
+    store = sw.tmp / "store"
+    store.mkdir()
+    conn = sqlite3.connect(store / "swarmops.db")
+    conn.execute("CREATE TABLE notes(text)")
+    conn.commit()
+    conn.close()
+    runs = _read_and_write(sw, store)
+    # A store with its meta table but no format recorded in it, and one missing its op log.
+    conn = sqlite3.connect(store / "swarmops.db")
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.commit()
+    conn.close()
+    runs += _read_and_write(sw, store)
+    conn = sqlite3.connect(store / "swarmops.db")
+    conn.execute("INSERT INTO meta VALUES ('format', '1')")
+    conn.commit()
+    conn.close()
+    runs += _read_and_write(sw, store)
+    assert [(r.exit, r.error["code"]) for r in runs] == [(9, "E_STORE_CORRUPT")] * 6
+    assert sw.transcript(*runs) == golden
+
+
+def test_store_of_a_newer_format(sw, golden):
+    build_golden_store(sw)
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+    runs = _read_and_write(sw, sw.store)
+    assert [(r.exit, r.error["code"]) for r in runs] == [(9, "E_STORE_VERSION")] * 2
+    assert sw.transcript(*runs) == golden
+
+
+# --- a read-only store -------------------------------------------------------------------------
+
+
+@contextmanager
+def read_only_mount(path: Path):
+    """Make `path` a read-only bind mount of itself: not even root can write under it."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    if subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (no CAP_SYS_ADMIN)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(path), str(path)], check=True, capture_output=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+def test_store_on_a_read_only_filesystem(sw, golden):
+    """Reads work (the store is read as an immutable file); writes are E_FORBIDDEN."""
+    ids = build_golden_store(sw)
+    before = file_digests(sw.store)
+    with read_only_mount(sw.store):
+        with pytest.raises(OSError):
+            (sw.store / "probe").write_text("x")  # root really cannot write there
+        log = sw("--repo", str(sw.store), "op", "log", "-n", "1")
+        dry = sw(*as_(sw, AGENT), "op", "undo", "6", "--dry-run")
+        refused = [
+            sw("--repo", str(sw.store), *WRITE),
+            sw(*as_(sw, AGENT), "op", "undo", "6"),
+            sw(*as_(sw, AGENT), "changeset", "create", "-m", "m"),
+        ]
+        listing = sorted(p.name for p in sw.store.iterdir())
+    assert log.result["ops"][0]["op"] == 6
+    assert dry.result["ref_moves"][0]["new"] == ids["base"]
+    assert [(r.exit, r.error["code"]) for r in refused] == [(6, "E_FORBIDDEN")] * 3
+    assert listing == ["swarmops.db"] and file_digests(sw.store) == before
+    assert sw.transcript(refused[0]) == golden
+
+
+NOBODY = 65534
+
+
+def _run_as_nobody(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *swarmctl_argv(), *args],
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every user may enter (pytest's own tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="swarmctl-shared-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_store_this_user_may_not_write(sw, shared_dir):
+    """A store owned by root, used by the unprivileged user `nobody`: writes are E_FORBIDDEN.
+
+    SQLite reads a WAL database through its -shm file, which it must be able to create beside
+    the database: without write access to the directory even a read is refused, E_FORBIDDEN
+    with a message that says so (not E_STORE_CORRUPT); once the -shm file exists, reads work.
+    """
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv(1) to run as another user")
+    if _run_as_nobody("--version", cwd=shared_dir).returncode != 0:
+        pytest.skip("the user nobody cannot run this interpreter")
+    store = shared_dir / "store"
+    sw.ok("--as", ALICE, "init", str(store))
+    sw.ok("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "m", "--ref", "main")
+    before = file_digests(store)
+    assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
+
+    write = _run_as_nobody("--repo", str(store), *WRITE, cwd=shared_dir)
+    read = _run_as_nobody("--repo", str(store), "op", "log", cwd=shared_dir)
+    assert (write.returncode, '"E_FORBIDDEN"' in write.stdout) == (6, True), write.stdout
+    assert (read.returncode, '"E_FORBIDDEN"' in read.stdout, "-shm" in read.stdout) == (6, True, True), read.stdout
+    sw.ok("--repo", str(store), "op", "log")  # root reads: SQLite leaves the -shm file there
+    read = _run_as_nobody("--repo", str(store), "op", "log", cwd=shared_dir)
+    write = _run_as_nobody("--repo", str(store), *WRITE, cwd=shared_dir)
+    assert read.returncode == 0, read.stdout
+    assert (write.returncode, '"E_FORBIDDEN"' in write.stdout) == (6, True), write.stdout
+    assert file_digests(store) == before and op_count(store) == 2
+
+
+# --- a store locked by another process ----------------------------------------------------------
+
+
+def pause_before_commit(sw, flag: Path, *args: str) -> subprocess.Popen:
+    """Start swarmctl with the fault hook: it stops holding the write lock, just before COMMIT."""
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *args],
+        cwd=sw.tmp,
+        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the paused process never reached its commit"
+        time.sleep(0.01)
+    return proc
+
+
+def test_busy_store(sw, golden):
+    ids = build_golden_store(sw)
+    holder = pause_before_commit(sw, sw.tmp / "paused", *as_(sw, ALICE), "ref", "set", "held", "main")
+    try:
+        started = time.monotonic()
+        busy = sw(*as_(sw, AGENT), "ref", "set", "release/v2", "main", env={"SWARMCTL_LOCK_TIMEOUT": "0.3"})
+        waited = time.monotonic() - started
+        # Reads are not blocked by a writer (WAL): they see the store as of the last commit.
+        read = sw("--repo", str(sw.store), "ref", "show", "release/v1")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (busy.exit, busy.error["code"]) == (8, "E_BUSY")
+    assert 0.3 <= waited < 5
+    assert read.result["target"] == ids["fix"]
+    # The killed holder's op never committed; the store takes writes again.
+    assert op_count(sw.store) == 6
+    assert sw.ok(*as_(sw, AGENT), "ref", "set", "release/v2", "main")["op"] == 7
+    assert sw.transcript(busy) == golden
+
+
+def test_init_where_this_user_may_not_write(sw):
+    (sw.tmp / "ro").mkdir()
+    with read_only_mount(sw.tmp / "ro"):
+        inside = sw("--as", ALICE, "init", str(sw.tmp / "ro"))
+        below = sw("--as", ALICE, "init", str(sw.tmp / "ro" / "store"))
+    assert [(r.exit, r.error["code"]) for r in (inside, below)] == [(6, "E_FORBIDDEN")] * 2
+    assert list((sw.tmp / "ro").iterdir()) == []
+
+
+def test_an_unexpected_failure_is_e_internal_with_a_correlation_id(sw):
+    """A bug is reported as one, as an envelope: E_INTERNAL, exit 70, an id to find it by."""
+    from swarmctl import runner
+    from swarmctl.context import Context
+    from swarmctl.envelope import exit_status
+    from swarmctl.spec import READ, Tool
+    from swarmctl.tools.schema import SchemaReq, SchemaResult
+
+    def broken(ctx, req):
+        raise ZeroDivisionError("division by zero")
+
+    tool = Tool("broken", ("broken",), "Broken", "A broken tool.", SchemaReq, SchemaResult, broken, READ, False, False)
+    envelope = runner.run(tool, SchemaReq(), Context())
+    error = envelope["error"]
+    assert (error["code"], exit_status(envelope)) == ("E_INTERNAL", 70)
+    assert error["details"]["correlation_id"] in error["message"] and "ZeroDivisionError" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "tool, arguments, field",
+    [
+        ("undo", {"op": "6"}, "op"),
+        ("undo", {"op": 6.0}, "op"),
+        ("undo", {"op": True}, "op"),
+        ("undo", {"op": 0}, "op"),
+        ("undo", {"op": 2**64}, "op"),
+        ("undo", {"op": 6, "dry_run": "yes"}, "dry_run"),
+        ("undo", {}, "op"),
+        ("op_log", {"limit": 0}, "limit"),
+        ("op_log", {"limit": "20"}, "limit"),
+        ("op_log", {"kind": "frobnicate"}, "kind"),
+        ("op_log", {"before": -1}, "before"),
+        ("ref_set", {"name": "main", "target": 12}, "target"),
+        ("changeset_create", {"message": "m", "metadata": {"k": 1}}, "metadata.k"),
+        ("changeset_create", {"message": "m", "parents": "abcd"}, "parents"),
+    ],
+)
+def test_json_arguments_of_the_wrong_type(sw, tool, arguments, field):
+    """The JSON door (`runner.run_json`, behind MCP and `swarmctl call`) checks types strictly."""
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    before = file_digests(sw.store)
+    envelope = runner.run_json(registry.get(tool), arguments, Context(repo=str(sw.store), actor=ALICE))
+    assert envelope["error"]["code"] == "E_INVALID_ARG", envelope
+    assert any(e["field"].startswith(field) for e in envelope["error"]["details"]["errors"]), envelope
+    assert file_digests(sw.store) == before
+
+
+def test_json_arguments_a_type_does_not_know_are_ignored(sw):
+    from swarmctl import registry, runner
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    envelope = runner.run_json(registry.get("op_show"), {"op": 6, "verbose": True}, Context(repo=str(sw.store)))
+    assert envelope["ok"] and envelope["result"]["op"] == 6
+
+
+def test_read_only_filesystem_with_changes_still_in_the_wal(sw):
+    """A copy of a store taken while its WAL held commits: readable with its -shm file; without
+    it SQLite cannot read the WAL on a read-only filesystem, which E_FORBIDDEN says (an
+    immutable read would silently miss those commits)."""
+    build_golden_store(sw)
+    live = sqlite3.connect(sw.store / "swarmops.db", isolation_level=None)
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    live.execute("INSERT INTO meta VALUES ('note', 'x')")  # a commit that stays in the WAL
+    copies = {}
+    for name, files in (("with-shm", ["", "-wal", "-shm"]), ("without-shm", ["", "-wal"])):
+        copies[name] = sw.tmp / name
+        copies[name].mkdir()
+        for suffix in files:
+            shutil.copy(sw.store / f"swarmops.db{suffix}", copies[name] / f"swarmops.db{suffix}")
+    live.close()
+    with read_only_mount(copies["with-shm"]):
+        readable = sw("--repo", str(copies["with-shm"]), "op", "log", "-n", "1")
+    with read_only_mount(copies["without-shm"]):
+        refused = sw("--repo", str(copies["without-shm"]), "op", "log", "-n", "1")
+    assert readable.result["ops"][0]["op"] == 6
+    assert (refused.exit, refused.error["code"]) == (6, "E_FORBIDDEN")
+    assert "write-ahead log" in refused.error["message"]

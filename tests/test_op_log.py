@@ -1,0 +1,129 @@
+"""`op log` and `op show`: newest first, filters, cursors, --reverse."""
+
+import time
+
+from core_helpers import AGENT, ALICE, as_, build_log_store
+
+
+def ops_of(ran) -> list[int]:
+    return [o["op"] for o in ran.result["ops"]]
+
+
+def test_op_log_pages_with_cursors(sw, golden):
+    build_log_store(sw)
+    log = ("--repo", str(sw.store), "op", "log")
+    first = sw(*log, "-n", "3")
+    older = sw(*log, "-n", "3", "--before", "7")
+    oldest = sw(*log, "-n", "3", "--before", "4")
+    newer = sw(*log, "-n", "2", "--after", "3")
+    newest = sw(*log, "-n", "5", "--after", "7")
+    between = sw(*log, "--after", "2", "--before", "6")
+    reversed_ = sw(*log, "-n", "3", "--reverse")
+
+    assert (ops_of(first), first.result["has_more"], first.result["next_before"]) == ([9, 8, 7], True, 7)
+    assert (ops_of(older), older.result["next_before"]) == ([6, 5, 4], 4)
+    assert (ops_of(oldest), oldest.result["has_more"], oldest.result["next_before"]) == ([3, 2, 1], False, None)
+    # --after alone pages forward: the ops right after the cursor, still newest first.
+    assert (ops_of(newer), newer.result["has_more"], newer.result["next_after"]) == ([5, 4], True, 5)
+    assert (ops_of(newest), newest.result["has_more"], newest.result["next_after"]) == ([9, 8], False, None)
+    assert ops_of(between) == [5, 4, 3]
+    # --reverse is applied after the limit: the newest three, oldest first.
+    assert ops_of(reversed_) == [7, 8, 9]
+    assert sw.transcript(first, older, oldest, newer, newest, between, reversed_) == golden
+
+
+def test_following_the_cursors_visits_every_op_once(sw):
+    build_log_store(sw)
+    seen, cursor = [], None
+    while True:
+        ran = sw("--repo", str(sw.store), "op", "log", "-n", "2", *(["--before", str(cursor)] if cursor else []))
+        seen += ops_of(ran)
+        cursor = ran.result["next_before"]
+        if cursor is None:
+            assert not ran.result["has_more"]
+            break
+    assert seen == list(range(9, 0, -1))
+    seen, cursor = [], 0
+    while cursor is not None:
+        ran = sw("--repo", str(sw.store), "op", "log", "-n", "4", "--after", str(cursor), "--reverse")
+        seen += ops_of(ran)
+        cursor = ran.result["next_after"]
+    assert seen == list(range(1, 10))
+
+
+def test_op_log_filters(sw, golden):
+    build_log_store(sw)
+    log = ("--repo", str(sw.store), "op", "log")
+    deleted_ref = sw(*log, "--ref", "feature/x")
+    main = sw(*log, "--ref", "main", "-n", "2")
+    release = sw(*log, "--ref", "release/v1")
+    no_such_ref = sw(*log, "--ref", "no/such")
+    agent = sw(*log, "--actor", AGENT)
+    ref_sets = sw(*log, "--kind", "ref_set")
+    alice_deletes = sw(*log, "--actor", ALICE, "--kind", "ref_delete")
+    agent_on_main = sw(*log, "--ref", "main", "--actor", AGENT, "-n", "1")
+
+    # A ref deleted since is still found: op 8 deleted feature/x, op 7 created it.
+    assert ops_of(deleted_ref) == [8, 7]
+    assert (ops_of(main), main.result["next_before"]) == ([5, 3], 3)
+    assert ops_of(release) == [6, 4]
+    assert ops_of(no_such_ref) == []
+    assert ops_of(agent) == [7, 6, 5, 3]
+    assert ops_of(ref_sets) == [7, 6, 4]
+    assert ops_of(alice_deletes) == [8]
+    assert (ops_of(agent_on_main), agent_on_main.result["has_more"]) == ([5], True)
+    assert sw.transcript(
+        deleted_ref, main, release, no_such_ref, agent, ref_sets, alice_deletes, agent_on_main
+    ) == golden
+
+
+def test_op_log_since_and_until(sw, golden):
+    """Times are inclusive bounds; ops are spaced a few milliseconds apart so each has its own."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    for name in ("a", "b", "c", "d"):
+        time.sleep(0.005)
+        sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", name, "--ref", name)
+    at = {op["op"]: op["at"] for op in sw.ok("--repo", str(sw.store), "op", "log")["ops"]}
+    assert len(set(at.values())) == 5
+    log = ("--repo", str(sw.store), "op", "log")
+    since = sw(*log, "--since", at[3])
+    until = sw(*log, "--until", at[3])
+    both = sw(*log, "--since", at[2], "--until", at[4], "-n", "2")
+    future = sw(*log, "--since", "2999-01-01")
+    past = sw(*log, "--until", "2000-01-01T00:00:00+01:00")
+    assert ops_of(since) == [5, 4, 3]
+    assert ops_of(until) == [3, 2, 1]
+    assert (ops_of(both), both.result["has_more"], both.result["next_before"]) == ([4, 3], True, 3)
+    assert ops_of(future) == ops_of(past) == []
+    assert sw.transcript(since, until, both, future, past) == golden
+
+
+def test_since_is_inclusive_to_the_millisecond_and_rounds_up_below_it(sw):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    time.sleep(0.005)
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "x", "--ref", "x")
+    at = sw.ok("--repo", str(sw.store), "op", "show", "2")["at"]
+    log = ("--repo", str(sw.store), "op", "log")
+    assert ops_of(sw(*log, "--since", at)) == [2]
+    # 0.3 ms after op 2's millisecond: op 2 is before it; --until cuts to the millisecond.
+    later = at[:-1] + "3Z"
+    assert ops_of(sw(*log, "--since", later)) == []
+    assert ops_of(sw(*log, "--until", later)) == [2, 1]
+    # The same moment in another offset, and dates, are read as RFC 3339.
+    assert ops_of(sw(*log, "--since", "0001-01-01T00:00:00+01:00")) == [2, 1]
+    assert ops_of(sw(*log, "--until", "9999-12-31T23:59:59-01:00")) == [2, 1]
+    assert ops_of(sw(*log, "--since", "0999-01-01")) == [2, 1]
+
+
+def test_op_show(sw, golden):
+    build_log_store(sw)
+    repo = ("--repo", str(sw.store))
+    sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # op 10 undoes op 6
+    show_moved = sw(*repo, "op", "show", "6")
+    show_undo = sw(*repo, "op", "show", "10")
+    show_created = sw(*repo, "op", "show", "2")
+    show_init = sw(*repo, "op", "show", "1")
+    mine = sw(*as_(sw, ALICE), "op", "show", "@")
+    assert show_moved.result["undone_by"] == 10 and show_undo.result["undoes"] == 6
+    assert mine.envelope["meta"]["resolved"] == {"@": 9}
+    assert sw.transcript(show_moved, show_undo, show_created, show_init, mine) == golden

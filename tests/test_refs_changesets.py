@@ -1,0 +1,183 @@
+"""Refs (set, delete, list, show; compare-and-swap with --expect/--create), changesets (create,
+show) and `schema`."""
+
+from core_helpers import AGENT, ALICE, FROZEN, as_, file_digests, frozen_clock, op_count, refs  # noqa: F401
+from conftest import build_golden_store
+
+from swarmctl.store import changesets
+
+
+def test_ref_set_and_delete(sw, golden):
+    ids = build_golden_store(sw)
+    me = as_(sw, ALICE)
+    create = sw(*me, "ref", "set", "staging", ids["base"][:6])  # 7: a prefix resolves
+    move = sw(*me, "ref", "set", "staging", "main")  # 8: a ref name resolves to what it names
+    same = sw(*me, "ref", "set", "staging", ids["fix"])  # already there: nothing written, op null
+    delete = sw(*me, "ref", "delete", "staging")  # 9
+    missing = sw(*me, "ref", "delete", "staging")
+    assert create.envelope["meta"]["resolved"] == {ids["base"][:6]: ids["base"]}
+    assert move.envelope["meta"]["resolved"] == {"main": ids["fix"]}
+    assert (create.result["op"], move.result["op"], same.result["op"], delete.result["op"]) == (7, 8, None, 9)
+    assert missing.exit == 4 and op_count(sw.store) == 9
+    assert sw.transcript(create, move, same, delete, missing) == golden
+
+
+def test_ref_compare_and_swap(sw, golden):
+    ids = build_golden_store(sw)
+    me = as_(sw, ALICE)
+    before = (op_count(sw.store), file_digests(sw.store))
+    create_exists = sw(*me, "ref", "set", "release/v1", ids["base"], "--create")
+    expect_wrong = sw(*me, "ref", "set", "release/v1", ids["base"], "--expect", ids["base"])
+    delete_wrong = sw(*me, "ref", "delete", "release/v1", "--expect", ids["base"])
+    both = sw(*me, "ref", "set", "release/v1", ids["base"], "--expect", ids["fix"], "--create")
+    expect_missing = sw(*me, "ref", "set", "nope", ids["base"], "--expect", ids["fix"])
+    assert [r.exit for r in (create_exists, expect_wrong, delete_wrong, both, expect_missing)] == [3, 3, 3, 2, 3]
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    expect_right = sw(*me, "ref", "set", "release/v1", ids["base"], "--expect", ids["fix"])  # 7
+    create_new = sw(*me, "ref", "set", "release/v2", ids["fix"], "--create")  # 8
+    delete_right = sw(*me, "ref", "delete", "release/v2", "--expect", ids["fix"][:8])  # 9
+    assert (expect_right.result["op"], create_new.result["op"], delete_right.result["op"]) == (7, 8, 9)
+    assert sw.transcript(
+        create_exists, expect_wrong, delete_wrong, both, expect_missing, expect_right, create_new, delete_right
+    ) == golden
+
+
+def test_ref_list_and_show(sw, golden):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", ids["base"])  # 7
+    sw.ok(*as_(sw, ALICE), "ref", "set", "releases", ids["base"])  # 8: not under release/
+    repo = ("--repo", str(sw.store))
+    every = sw(*repo, "ref", "list")
+    release = sw(*repo, "ref", "list", "--prefix", "release/")
+    none = sw(*repo, "ref", "list", "--prefix", "zzz")
+    show = sw(*repo, "ref", "show", "release/v1")
+    missing = sw(*repo, "ref", "show", "release/v3")
+    assert [r["name"] for r in every.result["refs"]] == ["main", "release/v1", "release/v2", "releases"]
+    assert [r["name"] for r in release.result["refs"]] == ["release/v1", "release/v2"]
+    assert show.result["op"] == 6 and show.result["message"] == "Fix flaky deploy check"
+    assert sw.transcript(every, release, none, show, missing) == golden
+
+
+def test_changeset_create_and_show(sw, golden, frozen_clock):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, AGENT)
+    (sw.tmp / "docs").mkdir()
+    (sw.tmp / "docs" / "guide.md").write_text("# Guide\n")
+    (sw.tmp / "NOTES.md").write_text("v1: first release\n")
+    first = sw(*me, "changeset", "create", "-m", "First", "--ref", "main")
+    first_id = first.result["changeset"]["id"]
+    other = sw(*me, "changeset", "create", "-m", "Side branch")  # no ref: moves nothing
+    merge = sw(
+        *me, "changeset", "create", "-m", "Merge\n\nwith a body", "--parent", first_id[:8], "--parent",
+        other.result["changeset"]["id"], "--meta", "ticket=OPS-7", "--meta", "reviewed-by=human/alice",
+        "--file", "docs/guide.md", "--file", "NOTES.md", "--ref", "main",
+    )
+    by_prefix = sw("--repo", str(sw.store), "changeset", "show", merge.result["changeset"]["id"][:5])
+    by_ref = sw("--repo", str(sw.store), "changeset", "show", "main")
+    # --ref with no --parent: the parent is what the ref names.
+    on_main = sw(*me, "changeset", "create", "-m", "Next", "--ref", "main")
+    assert on_main.result["changeset"]["parents"] == [merge.result["changeset"]["id"]]
+    assert first.result["changeset"]["parents"] == []
+    assert by_prefix.result == by_ref.result == merge.result["changeset"]
+    assert merge.result["changeset"]["metadata"] == {"reviewed-by": "human/alice", "ticket": "OPS-7"}
+    assert sw.transcript(first, other, merge, by_prefix, by_ref, on_main) == golden
+
+
+def test_changeset_ids_are_the_documented_hash(sw, frozen_clock):
+    """The id is BLAKE3-256, keyed by the domain `swarmops:changeset:v1`, of the canonical JSON."""
+    from blake3 import blake3
+
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    (sw.tmp / "a.txt").write_text("hello\n")
+    made = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "m", "--meta", "k=v", "--file", "a.txt")["changeset"]
+    blob = blake3(b"hello\n", derive_key_context="swarmops:blob:v1").hexdigest()
+    canonical = (
+        '{"actor":"human/alice","at":"%s","files":{"a.txt":"%s"},"message":"m","metadata":{"k":"v"},"parents":[]}'
+        % (FROZEN, blob)
+    )
+    assert made["id"] == blake3(canonical.encode(), derive_key_context="swarmops:changeset:v1").hexdigest()
+    assert made["files"] == [{"path": "a.txt", "blob": blob, "size": 6}]
+
+
+def test_the_same_changeset_twice_in_one_millisecond(sw, frozen_clock):
+    """Same content, actor and time is the same id: the second create finds it, never E_INTERNAL."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, ALICE)
+    first = sw.ok(*me, "changeset", "create", "-m", "same")
+    second = sw.ok(*me, "changeset", "create", "-m", "same", "--ref", "main")
+    assert second["changeset"] == first["changeset"] and second["changeset"]["op"] == 2
+    assert refs(sw.store) == {"main": first["changeset"]["id"]}
+    assert sw.ok("--repo", str(sw.store), "op", "show", "3")["changesets"] == []
+
+
+def _colliding_messages(prefix_len: int = 4) -> tuple[str, str, str]:
+    """Two messages whose changesets (by alice, at FROZEN, no parents) share an id prefix."""
+    seen: dict[str, str] = {}
+    for i in range(100_000):
+        message = f"change {i}"
+        cid = changesets.changeset_id(message=message, parents=[], actor=ALICE, at=FROZEN, metadata={}, files={})
+        if cid[:prefix_len] in seen:
+            return seen[cid[:prefix_len]], message, cid[:prefix_len]
+        seen[cid[:prefix_len]] = message
+    raise AssertionError("no collision found")
+
+
+def test_changeset_argument_errors(sw, golden, frozen_clock):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, ALICE)
+    first, second, prefix = _colliding_messages()
+    sw.ok(*me, "changeset", "create", "-m", first)
+    sw.ok(*me, "changeset", "create", "-m", second)
+    before = (op_count(sw.store), file_digests(sw.store))
+    runs = [
+        sw(*me, "changeset", "create", "-m", "x", "--parent", prefix),  # ambiguous
+        sw(*me, "changeset", "create", "-m", "x", "--parent", prefix[:3]),  # too short
+        sw(*me, "changeset", "create", "-m", "x", "--parent", "ffff0000"),  # no such changeset
+        sw(*me, "changeset", "create", "-m", "x", "--parent", "no-such-ref"),
+        sw(*me, "changeset", "create", "-m", "x", "--meta", "novalue"),
+        sw(*me, "changeset", "create", "-m", "x", "--meta", "=v"),
+        sw(*me, "changeset", "create", "-m", "x", "--meta", "k=1", "--meta", "k=2"),
+        sw(*me, "changeset", "create", "-m", "x", "--file", "missing.txt"),
+        sw(*me, "changeset", "create", "-m", ""),
+        sw(*me, "changeset", "create", "-m", "x", "--ref", "bad..name"),
+        sw(*me, "changeset", "create"),  # -m is required
+        sw("--repo", str(sw.store), "changeset", "show", prefix),
+        sw("--repo", str(sw.store), "changeset", "show", "zz"),
+    ]
+    assert [r.exit for r in runs] == [2, 2, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 4]
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert sw.transcript(*runs) == golden
+
+
+def test_schema(sw, golden):
+    undo_req = sw("schema", "UndoReq")
+    op_record = sw("schema", "OpRecord")
+    assert undo_req.result["schema"]["required"] == ["op"]
+    assert sw.transcript(undo_req, op_record) == golden
+
+
+def test_schema_lists_every_type_and_each_one_has_a_schema(sw):
+    from swarmctl import registry
+
+    listing = sw.ok("schema")
+    assert listing["types"] == sorted(registry.types()) and listing["schema"] is None
+    for name in listing["types"]:
+        schema = sw.ok("schema", name)["schema"]
+        assert schema["title"] == name and schema["type"] == "object"
+    missing = sw("schema", "NoSuchType")
+    assert missing.exit == 4 and missing.error["code"] == "E_NOT_FOUND"
+    assert missing.error["details"]["types"] == listing["types"]
+
+
+def test_a_ref_name_wins_over_an_id_prefix(sw, frozen_clock):
+    """As in git: `cafe` names the ref cafe even when some changeset id begins with cafe."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, ALICE)
+    first = sw.ok(*me, "changeset", "create", "-m", "first")["changeset"]["id"]
+    second = sw.ok(*me, "changeset", "create", "-m", "second")["changeset"]["id"]
+    prefix = first[:4]
+    sw.ok(*me, "ref", "set", prefix, second)  # a ref named like the first's prefix, naming the second
+    shown = sw("--repo", str(sw.store), "changeset", "show", prefix)
+    assert shown.result["id"] == second and shown.envelope["meta"]["resolved"] == {prefix: second}
+    # More digits than the ref's name still reach the first changeset.
+    assert sw.ok("--repo", str(sw.store), "changeset", "show", first[:6])["id"] == first

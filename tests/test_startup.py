@@ -1,0 +1,86 @@
+"""Startup: a read such as `swarmctl op log` imports only what it needs.
+
+pydantic, Rich, the MCP SDK, TOML, BLAKE3 and the other tool areas are imported where they are
+needed, so that the commonest commands start fast (bench/core.py measures how fast)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import build_golden_store, swarmctl_argv
+
+# Modules (and packages, with everything under them) a read of the op log must not import.
+SLOW_OR_ELSEWHERE = [
+    "pydantic", "pydantic_core", "annotated_types", "rich", "mcp", "tomllib", "tomli", "tomli_w",
+    "blake3", "swarmctl.schemas", "swarmctl.mcp", "swarmctl.gen", "swarmctl.cli.tables",
+    "swarmctl.cli.complete", "swarmctl.store.changesets", "swarmctl.store.check",
+]
+
+# sys.modules after the command ran, in a fresh interpreter. (-X importtime alone would miss
+# what is imported through importlib, as registry.area imports a tool area.)
+_PROBE = """
+import contextlib, io, json, sys
+from swarmctl.cli import run
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    status = run(sys.argv[1:])
+print(json.dumps({"status": status, "stdout": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+def imported_by(*args: str, cwd) -> tuple[set[str], dict]:
+    probe = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout)
+    # And the real command, as installed: everything its imports statement by statement pulled in.
+    real = subprocess.run(
+        [sys.executable, "-X", "importtime", swarmctl_argv()[0], *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
+    assert real.returncode == found["status"], real.stdout
+    timed = {line.split("|")[-1].strip() for line in real.stderr.splitlines() if line.startswith("import time:")}
+    return set(found["modules"]) | timed, json.loads(found["stdout"])
+
+
+def slow(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == s or m.startswith(s + ".") for s in SLOW_OR_ELSEWHERE))
+
+
+def areas(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("swarmctl.tools.")}
+
+
+@pytest.fixture
+def store(sw):
+    build_golden_store(sw)
+    return sw.store
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("op", "log", "-n", "20"),
+        ("op", "log", "--ref", "main", "-n", "20"),
+        ("op", "show", "6"),
+        ("--as", "agent/worker-17", "op", "undo", "6", "--dry-run"),
+    ],
+)
+def test_op_commands_import_only_their_area(store, args):
+    modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
+    assert envelope["ok"], envelope
+    assert slow(modules) == []
+    assert areas(modules) == {"swarmctl.tools.op", "swarmctl.tools.common"}
+
+
+def test_ref_list_imports_only_its_area(store):
+    modules, envelope = imported_by("--repo", str(store), "ref", "list", cwd=store.parent)
+    assert envelope["ok"] and slow(modules) == []
+    assert areas(modules) == {"swarmctl.tools.ref", "swarmctl.tools.common"}
+
+
+def test_the_probe_sees_what_a_command_imports(store):
+    """The check above can fail: `schema` does import pydantic, and `changeset create` BLAKE3."""
+    modules, _ = imported_by("schema", "UndoReq", cwd=store.parent)
+    assert "pydantic" in slow(modules) and "swarmctl.schemas" in slow(modules)
+    modules, _ = imported_by("--repo", str(store), "--as", "human/alice", "changeset", "create", "-m", "m", cwd=store.parent)
+    assert "blake3" in slow(modules)

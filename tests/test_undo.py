@@ -1,0 +1,138 @@
+"""`op undo`: compare-and-swap, all or nothing, replays, redo, --dry-run and `@`."""
+
+from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count, problems, refs
+from conftest import build_golden_store
+
+
+def test_undo_restores_deleted_and_deletes_created_refs(sw, golden):
+    ids = build_log_store(sw)
+    # op 8 deleted feature/x: undoing it recreates it; op 7 created it: undoing that deletes it.
+    recreate = sw(*as_(sw, ALICE), "op", "undo", "8")
+    assert refs(sw.store)["feature/x"] == ids["fix"]
+    delete = sw(*as_(sw, ALICE), "op", "undo", "7")
+    assert "feature/x" not in refs(sw.store)
+    log = sw("--repo", str(sw.store), "op", "log", "-n", "2")
+    assert [o["undoes"] for o in log.result["ops"]] == [7, 8]
+    assert problems(sw.store) == []
+    assert sw.transcript(recreate, delete, log) == golden
+
+
+def test_undo_run_again_is_a_replay_that_writes_nothing(sw, golden):
+    build_golden_store(sw)
+    first = sw(*as_(sw, AGENT), "op", "undo", "6")
+    before = (op_count(sw.store), file_digests(sw.store))
+    again = sw(*as_(sw, AGENT), "op", "undo", "6")
+    # Anyone replaying it gets the same answer: the undo that did it, with its actor and time.
+    by_alice = sw(*as_(sw, ALICE), "op", "undo", "6")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert first.result["already_applied"] is False and first.result["op"] == 7
+    assert again.result == {**first.result, "already_applied": True}
+    assert by_alice.result == again.result
+    assert sw.transcript(first, again, by_alice) == golden
+
+
+def test_undo_refused_when_a_ref_moved_since(sw, golden):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"][:8])  # op 7 moves release/v1 again
+    before = (op_count(sw.store), file_digests(sw.store))
+    refused = sw(*as_(sw, AGENT), "op", "undo", "6")
+    assert refused.exit == 3
+    error = refused.error
+    assert error["code"] == "E_CAS_MISMATCH"
+    assert error["details"]["conflicts"] == [
+        {"name": "release/v1", "expected": ids["fix"], "actual": ids["base"], "moved_by": [7]}
+    ]
+    assert error["next"] == {"tool": "undo", "arguments": {"op": 7}, "argv": ["swarmctl", "op", "undo", "7"]}
+    assert "op 7" in error["hint"]
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    # Doing what error.next says, then the undo again, works.
+    first = sw(*as_(sw, AGENT), *error["next"]["argv"][1:])
+    then = sw(*as_(sw, AGENT), "op", "undo", "6")
+    assert then.result["op"] == 9 and refs(sw.store)["release/v1"] == ids["base"]
+    assert sw.transcript(refused, first, then) == golden
+
+
+def test_conflicts_name_every_later_op_and_the_latest_first_to_undo(sw):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])  # 7
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["fix"])  # 8: back where op 6 left it...
+    sw.ok(*as_(sw, ALICE), "ref", "delete", "release/v1")  # 9: ...then gone
+    error = sw(*as_(sw, AGENT), "op", "undo", "6").error
+    assert error["details"]["conflicts"] == [
+        {"name": "release/v1", "expected": ids["fix"], "actual": None, "moved_by": [7, 8, 9]}
+    ]
+    assert error["next"]["arguments"] == {"op": 9}
+
+
+def test_undo_of_an_undo_redoes(sw, golden):
+    ids = build_golden_store(sw)
+    undo = sw(*as_(sw, AGENT), "op", "undo", "6")  # 7: release/v1 back to base
+    redo = sw(*as_(sw, AGENT), "op", "undo", "7")  # 8: release/v1 to fix again
+    assert refs(sw.store)["release/v1"] == ids["fix"]
+    show6 = sw("--repo", str(sw.store), "op", "show", "6")
+    show7 = sw("--repo", str(sw.store), "op", "show", "7")
+    assert (show6.result["undone_by"], show7.result["undone_by"]) == (7, 8)
+    # Op 6's undo was itself undone, so op 6 is in effect again: undoing it is a new undo.
+    again = sw(*as_(sw, AGENT), "op", "undo", "6")
+    assert (again.result["op"], again.result["already_applied"]) == (9, False)
+    assert refs(sw.store)["release/v1"] == ids["base"]
+    # ...while the undo of op 7 (op 8) stays what it was: a replay.
+    replay = sw(*as_(sw, AGENT), "op", "undo", "7")
+    assert (replay.result["op"], replay.result["already_applied"]) == (8, True)
+    assert problems(sw.store) == []
+    assert sw.transcript(undo, redo, show6, show7, again, replay) == golden
+
+
+def test_dry_run_writes_nothing(sw, golden):
+    ids = build_golden_store(sw)
+    before = (op_count(sw.store), file_digests(sw.store))
+    dry = sw(*as_(sw, AGENT), "op", "undo", "6", "--dry-run")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert dry.result["op"] is None and dry.result["ref_moves"][0]["new"] == ids["base"]
+    real = sw(*as_(sw, AGENT), "op", "undo", "6")
+    # The same moves as the dry run said.
+    assert [m["new"] for m in real.result["ref_moves"]] == [m["new"] for m in dry.result["ref_moves"]]
+    before = (op_count(sw.store), file_digests(sw.store))
+    dry_replay = sw(*as_(sw, AGENT), "op", "undo", "6", "--dry-run")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["base"])  # op 8 moves main, which op 5 moved
+    before = (op_count(sw.store), file_digests(sw.store))
+    dry_conflict = sw(*as_(sw, AGENT), "op", "undo", "5", "--dry-run")
+    dry_nothing = sw(*as_(sw, AGENT), "op", "undo", "1", "--dry-run")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert dry_replay.result["already_applied"] is True
+    assert dry_conflict.error["code"] == "E_CAS_MISMATCH" and dry_conflict.error["next"]["arguments"] == {"op": 8}
+    assert dry_nothing.error["code"] == "E_NOTHING_TO_UNDO"
+    assert sw.transcript(dry, real, dry_replay, dry_conflict, dry_nothing) == golden
+
+
+def test_at_names_the_callers_newest_op_only(sw, golden):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "staging", ids["base"], "--create")  # op 7, alice's newest
+    # The agent's @ is op 6 although alice's op 7 is newer.
+    agent_undo = sw(*as_(sw, AGENT), "op", "undo", "@")
+    assert agent_undo.envelope["meta"]["resolved"] == {"@": 6}
+    assert agent_undo.result["undone"] == 6 and "staging" in refs(sw.store)
+    # Alice's @ is her op 7, not the agent's newer undo (op 8).
+    alice_dry = sw(*as_(sw, ALICE), "op", "undo", "@", "--dry-run")
+    assert alice_dry.envelope["meta"]["resolved"] == {"@": 7}
+    # Someone with no ops in the store: @ names nothing.
+    stranger = sw(*as_(sw, "ci/release"), "op", "undo", "@")
+    assert stranger.exit == 4 and stranger.error["code"] == "E_NOT_FOUND"
+    # Without an identity, @ cannot be resolved (and an undo is a mutation anyway).
+    nobody = sw("--repo", str(sw.store), "op", "undo", "@")
+    assert nobody.error["code"] == "E_IDENTITY_REQUIRED"
+    # The agent's @ is now its undo (op 8): undoing @ again redoes op 6.
+    agent_again = sw(*as_(sw, AGENT), "op", "undo", "@")
+    assert agent_again.envelope["meta"]["resolved"] == {"@": 8} and agent_again.result["undone"] == 8
+    assert sw.transcript(agent_undo, alice_dry, stranger, nobody, agent_again) == golden
+
+
+def test_nothing_to_undo(sw, golden):
+    build_log_store(sw)
+    before = (op_count(sw.store), file_digests(sw.store))
+    init = sw(*as_(sw, ALICE), "op", "undo", "1")
+    no_ref = sw(*as_(sw, ALICE), "op", "undo", "9")
+    assert (init.exit, no_ref.exit) == (7, 7)
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert sw.transcript(init, no_ref) == golden
