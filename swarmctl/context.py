@@ -35,7 +35,8 @@ class Context:
 
     @property
     def auth(self) -> str:
-        return "trust" if self.actor else "none"
+        """How the actor was established: "trust" (declared, and well-formed) or "none"."""
+        return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property
     def repo_path(self) -> str | None:

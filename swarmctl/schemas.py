@@ -131,7 +131,7 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
         raise SwarmError(
             "E_INVALID_ARG",
             f"arguments to {tool.name} must be a JSON object, not {type(arguments).__name__}",
-            details={"type": type(tool.request).__name__},
+            details={"type": tool.request.__name__},
         )
     try:
         # Strict, as JSON: "6" is not a number, 1 is not true. (Strict Python validation would
@@ -139,7 +139,7 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
         return adapter(tool.request).validate_json(json.dumps(arguments), strict=True)
     except ValidationError as exc:
         errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or None, "message": e["msg"], "type": e["type"]}
+            {"field": _field_path(tool.request, e["loc"]), "message": e["msg"], "type": e["type"]}
             for e in exc.errors(include_url=False, include_context=False, include_input=False)
         ]
         summary = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
@@ -149,6 +149,21 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
             details={"type": tool.request.__name__, "errors": errors},
             hint=f"`swarmctl schema {tool.request.__name__}` prints the type.",
         ) from None
+
+
+def _field_path(request: type, loc: tuple) -> str | None:
+    """Where an error is, as a caller names it: `metadata.k`, or `op` rather than pydantic's
+    `op.constrained-int` (in a union, the rest of the location names the branch tried)."""
+    if not loc:
+        return None
+    import types
+    import typing
+
+    hint = typing.get_type_hints(request).get(str(loc[0]))
+    members = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(members) > 1:
+        return str(loc[0])
+    return ".".join(str(part) for part in loc)
 
 
 class DuplicateField(ValueError):

@@ -126,8 +126,8 @@ def test_a_closed_pipe_ends_quietly(sw, store):
         (["op", "log", "--kind", "teleport"], "op_log", "'teleport' is not one of"),
         (["op", "frobnicate"], None, "No such command 'frobnicate'"),
         (["frobnicate"], None, "No such command 'frobnicate'"),
-        ([], None, ""),
-        (["op"], None, ""),
+        ([], None, "issing command"),
+        (["op"], None, "missing command: `swarmctl op` needs one"),
     ],
 )
 def test_bad_usage_is_an_envelope_with_exit_2(sw, store, args, op, message):
@@ -171,3 +171,24 @@ def test_the_command_word_finder_knows_every_global_option_that_takes_a_value():
     assert takes_value == GLOBAL_VALUE_OPTIONS
     assert [t.name for t in tools_for(["-o", "table", "--repo", "op", "op", "log"])] == ["op_log"]
     assert tools_for(["--help"]) is None and tools_for(["--version"]) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["op", "log", "-n", "1", "-n", "2"],
+        ["op", "log", "--limit=1", "-n2"],
+        ["op", "log", "--ref", "main", "--ref", "release/v1"],
+    ],
+)
+def test_an_option_given_twice_is_refused_as_a_field_named_twice_is(sw, store, args):
+    ran = sw("--repo", store, *args)
+    assert ran.exit == 2
+    assert ran.error["code"] == "E_INVALID_ARG" and "given twice" in ran.error["message"]
+
+
+def test_repeatable_options_and_values_after_double_dash_are_not_counted_twice(sw, store):
+    one = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "x", "--meta", "a=1", "--meta", "b=2")
+    assert one.exit == 0 and one.result["changeset"]["metadata"] == {"a": "1", "b": "2"}
+    message = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "--", "--ref", "x")
+    assert message.exit == 0, message.stdout

@@ -12,7 +12,7 @@ import traceback
 from typing import Any, Callable, NoReturn
 
 import typer
-from typer._click.exceptions import UsageError
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.exceptions import Abort
 
 from swarmctl import registry, runner
@@ -40,7 +40,7 @@ def run(args: list[str]) -> int:
     completing = any(key.endswith("_COMPLETE") and key.startswith("_SWARMCTL") for key in os.environ)
     command = typer.main.get_command(build(None if completing else tools_for(args)))
     try:
-        status = command.main(args, prog_name="swarmctl", standalone_mode=False)
+        status = command.main(args, prog_name="swarmctl", standalone_mode=False, obj={"argv": list(args)})
     except UsageError as exc:
         return _usage_error(exc)
     except Abort:
@@ -90,14 +90,17 @@ def _usage_error(exc: UsageError) -> int:
         path = tuple(click_ctx.command_path.split()[1:])
         tool = registry.by_command(path)
     usage = click_ctx.get_usage() if click_ctx is not None else None
+    where = click_ctx.command_path if click_ctx is not None else "swarmctl"
+    # With no command Click "fails" with the whole help as its message: say what is missing.
+    message = f"missing command: `{where}` needs one" if isinstance(exc, NoArgsIsHelpError) else exc.format_message()
     error = SwarmError(
         "E_INVALID_ARG",
-        exc.format_message(),
+        message,
         details={"usage": usage},
-        hint=f"Run `{click_ctx.command_path if click_ctx else 'swarmctl'} --help` for usage.",
+        hint=f"Run `{where} --help` for usage.",
     )
     exc.show(file=sys.stderr)
     globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
-    emit(failure(tool.name if tool else None, error, Meta(auth="trust" if globals_ and globals_.actor else "none")),
-         globals_ or Globals(), tool)
+    auth = Context(actor=globals_.actor if globals_ else None).auth
+    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_ or Globals(), tool)
     return exc.exit_code if exc.exit_code == 2 else 2

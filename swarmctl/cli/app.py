@@ -4,6 +4,7 @@ fields of the tool's request type. The command parses, runs the tool, prints the
 import dataclasses
 import inspect
 import os
+import types
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -34,11 +35,19 @@ code of its error (0 on success). Mutations need an identity: --as kind/name or 
 class Globals:
     """The global options, as the command functions find them on the Typer context."""
 
-    def __init__(self, repo: str | None = None, actor: str | None = None, output: str = "json", color: str = "auto"):
+    def __init__(
+        self,
+        repo: str | None = None,
+        actor: str | None = None,
+        output: str = "json",
+        color: str = "auto",
+        args: list[str] | None = None,
+    ):
         self.repo = repo
         self.actor = actor
         self.output = output
         self.color = color
+        self.args = args or []  # the command line as given, for checks Click does not make
 
 
 # The global options that take a value, for finding the command word in argv before Typer
@@ -71,6 +80,37 @@ def tools_for(args: list[str]) -> list[Tool] | None:
         named = [t for t in area if t.cli == (word,) or t.cli == (word, following)]
         return named or area
     return None
+
+
+def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
+    """The tool's single-valued options that `args` gives more than once.
+
+    Click would keep the last; a field named twice is an error at the JSON doors, and so here.
+    """
+    words = list(args)
+    try:  # the tool's own arguments follow its command path
+        start = next(i for i in range(len(words)) if tuple(words[i : i + len(tool.cli)]) == tool.cli) + len(tool.cli)
+    except StopIteration:
+        return []
+    own = words[start:]
+    if "--" in own:
+        own = own[: own.index("--")]
+    twice = []
+    for f in tool.fields():
+        cli = cli_of(f)
+        if cli.positional or cli.parse or get_origin(f.type) is list or str(f.type).startswith("list"):
+            continue
+        flags = {long_flag(f), *cli.flags}
+        count = sum(
+            1
+            for word in own
+            if word in flags
+            or any(word.startswith(flag + "=") for flag in flags if flag.startswith("--"))
+            or any(word.startswith(flag) and len(word) > 2 for flag in flags if len(flag) == 2)
+        )
+        if count > 1:
+            twice.append(long_flag(f))
+    return twice
 
 
 def _version(value: bool) -> None:
@@ -120,7 +160,7 @@ def _global_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    ctx.obj = Globals(repo=repo or None, actor=actor or None, output=output, color=color)
+    ctx.obj = Globals(repo=repo or None, actor=actor or None, output=output, color=color, args=(ctx.obj or {}).get("argv"))
 
 
 # --- types: from a request field's annotation to what Typer parses ---------------------------
@@ -141,7 +181,7 @@ def _parse_op_spec(text: str) -> int | str:
 
 def _is_optional(annotation: Any) -> tuple[Any, bool]:
     args = get_args(annotation)
-    if get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType")) and type(None) in args:
+    if get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
         rest = [a for a in args if a is not type(None)]
         return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True
     return annotation, False
@@ -271,7 +311,17 @@ def _command(tool: Tool) -> typing.Callable[..., None]:
     def command(cli_ctx: typer.Context, **values: Any) -> None:
         from swarmctl.cli import invoke
 
-        invoke(tool, cli_ctx.obj, lambda: _request_from_cli(tool, values))
+        def request() -> Any:
+            if twice := options_given_twice(tool, cli_ctx.obj.args):
+                raise SwarmError(
+                    "E_INVALID_ARG",
+                    f"{', '.join(twice)} given twice",
+                    details={"fields": twice},
+                    hint="Give each option once.",
+                )
+            return _request_from_cli(tool, values)
+
+        invoke(tool, cli_ctx.obj, request)
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__name__ = tool.name

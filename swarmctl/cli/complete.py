@@ -27,8 +27,6 @@ def _safely(source: Callable[[typer.Context, str], Iterator[tuple[str, str]]]):
 
 
 def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
-    from swarmctl.store import queries
-
     store = _store(ctx)
     with store.read() as conn:
         rows = conn.execute("SELECT op, actor, description FROM ops ORDER BY op DESC LIMIT 50").fetchall()

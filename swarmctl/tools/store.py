@@ -1,7 +1,5 @@
 """Making stores: `init`, and `demo` (a store with a short, realistic history to try things on)."""
 
-from pathlib import Path
-
 from swarmctl.context import Context
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
 from swarmctl.store import Store
