@@ -5,7 +5,6 @@ op log's ref moves must give the refs table, and op numbers must run 1..N withou
 
 import json
 import multiprocessing
-import os
 import random
 import signal
 import sqlite3

@@ -5,7 +5,6 @@ nothing written by a failure, a store that always passes its own consistency che
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
