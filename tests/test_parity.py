@@ -5,6 +5,12 @@ same call (and what to set up first). The test is generated from the registry: a
 without a case fails, loudly, until it gets one; a case naming no tool fails too. A new tool
 is one entry here.
 
+A case that names a workflow its setup created writes "{workflow}" in its command line and
+arguments (ids are random): `fill` (swarmctl/gen/examples.py, shared with the reference
+examples) replaces it with the newest workflow's id just before each command, setup included.
+Files a case needs are written by `write_files` from the same place (a `#!` script is made
+executable).
+
 Each case runs on a fresh copy of the golden store (tests/conftest.py), three times: the CLI
 command (`swarmctl --repo STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, and
 `tools/call` on a real `swarmctl mcp` process started once for the module. The three
@@ -28,6 +34,7 @@ from golden import Normalizer
 from mcp_client import McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
+from swarmctl.gen.examples import WORKFLOW, fill, write_files
 from swarmctl.store.schema import DB_FILE
 
 ACTOR = "agent/worker-17"
@@ -36,8 +43,64 @@ ACTOR = "agent/worker-17"
 class Case(NamedTuple):
     cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as ACTOR`
     arguments: dict[str, Any]  # the same call's MCP arguments
-    setup: tuple[tuple[str, ...], ...] = ()  # commands run on the golden store first, as above
-    files: dict[str, str] = {}  # files written to the working directory first (for --file, workflows)
+    setup: tuple[tuple[str, ...], ...] = ()  # commands run on the golden store first, as above; each must succeed, or be a Fails
+    files: dict[str, str] = {}  # files written to the working directory first (--file, workflows, their scripts)
+
+
+class Fails(tuple):
+    """A setup command that must fail with `code`: how a case reaches a failed workflow or a
+    Conflicted transaction. `Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")`."""
+
+    code: str
+
+    def __new__(cls, code: str, *words: str) -> "Fails":
+        command = super().__new__(cls, words)
+        command.code = code
+        return command
+
+
+# Transactions: the setup commands, run as ACTOR (the transaction is theirs).
+BEGIN = ("tx", "begin")
+STAGE_V2 = ("tx", "set", "release/v2", "main")
+DELETE_V1 = ("tx", "delete", "release/v1")
+MOVE_V1 = ("changeset", "create", "-m", "Hotfix on v1", "--ref", "release/v1")  # op 7: the store moves under a tx
+
+# Workflows: release.toml (a store step, a gate, a command with a rollback), broken.toml (a
+# command that fails) and the real scripts they run, in the working directory.
+FLOWS = {
+    "release.toml": """\
+name = "release-v2"
+[[step]]
+name = "promote"
+ref_set = { name = "release/v2", to = "main" }
+[[step]]
+name = "sign-off"
+approval = "release manager approves"
+[[step]]
+name = "deploy"
+run = ["./deploy.sh", "--env", "prod"]
+rollback = ["./undeploy.sh", "--env", "prod"]
+timeout_s = 60
+""",
+    "broken.toml": """\
+name = "broken"
+[[step]]
+name = "promote"
+ref_set = { name = "release/v2", to = "main" }
+[[step]]
+name = "check"
+run = ["./check.sh"]
+timeout_s = 60
+""",
+    "deploy.sh": '#!/bin/sh\necho "deployed to $2"\n',
+    "undeploy.sh": '#!/bin/sh\necho "removed from $2"\n',
+    "check.sh": '#!/bin/sh\necho "check.sh: the target refused" >&2\nexit 3\n',
+}
+RUN = ("workflow", "run", "release.toml")
+APPROVE = ("workflow", "approve", WORKFLOW)
+COMPLETED = (RUN, APPROVE, ("workflow", "resume", WORKFLOW))
+BROKEN = Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")  # promote ran; check failed
+CONFLICTED = Fails("E_CAS_MISMATCH", "tx", "commit")  # after MOVE_V1: the transaction is Conflicted
 
 
 # On the golden store: ops 1-6; main names "Fix flaky deploy check" (op 5), release/v1 too (op 6).
@@ -68,6 +131,118 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
     ],
     "schema": [Case(("schema", "UndoReq"), {"type": "UndoReq"})],
+    "tx_begin": [
+        Case(BEGIN, {}),
+        Case(BEGIN, {}, setup=(BEGIN,)),  # one open transaction per actor: E_STATE
+    ],
+    "tx_set": [
+        Case(STAGE_V2, {"name": "release/v2", "target": "main"}, setup=(BEGIN,)),
+        Case(STAGE_V2, {"name": "release/v2", "target": "main"}),  # no open transaction: E_STATE, next tx_begin
+        Case(("tx", "set", "release/v2", "nope"), {"name": "release/v2", "target": "nope"}, setup=(BEGIN,)),  # E_NOT_FOUND
+    ],
+    "tx_delete": [
+        Case(DELETE_V1, {"name": "release/v1"}, setup=(BEGIN, STAGE_V2)),
+        Case(("tx", "delete", "nope"), {"name": "nope"}, setup=(BEGIN,)),  # E_NOT_FOUND
+    ],
+    "tx_status": [
+        Case(("tx", "status"), {}),  # Ready: no open transaction
+        # An undone revision can be redone; release/v1 moving does not count while its delete is undone.
+        Case(("tx", "status"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, ("tx", "undo"), MOVE_V1)),
+        Case(("tx", "status"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, MOVE_V1)),  # moved: release/v1 by op 7
+        Case(("tx", "status"), {}, setup=(BEGIN, DELETE_V1, MOVE_V1, CONFLICTED)),  # Conflicted
+    ],
+    "tx_undo": [
+        Case(("tx", "undo"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1)),
+        Case(("tx", "undo"), {}, setup=(BEGIN,)),  # nothing to undo: E_STATE
+    ],
+    "tx_redo": [
+        Case(("tx", "redo"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, ("tx", "undo"))),
+        Case(("tx", "redo"), {}, setup=(BEGIN, STAGE_V2)),  # nothing undone: E_STATE
+    ],
+    "tx_commit": [
+        Case(("tx", "commit", "-m", "Cut release/v2"), {"message": "Cut release/v2"}, setup=(BEGIN, STAGE_V2, DELETE_V1)),
+        Case(("tx", "commit"), {}, setup=(BEGIN,)),  # nothing staged: E_STATE
+        Case(("tx", "commit"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, MOVE_V1)),  # E_CAS_MISMATCH, now Conflicted
+    ],
+    "tx_rollback": [
+        Case(("tx", "rollback"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1)),  # Ready
+        Case(("tx", "rollback"), {}, setup=(BEGIN, DELETE_V1, MOVE_V1, CONFLICTED)),  # OutOfDate, with its hint
+        Case(("tx", "rollback"), {}, setup=(BEGIN, STAGE_V2, ("tx", "commit"))),  # committed: E_STATE, next op undo 7
+    ],
+    "tx_config": [
+        Case(("tx", "config"), {}),
+        Case(("tx", "config", "--max-revisions", "5"), {"max_revisions": 5}),
+    ],
+    "workflow_run": [
+        Case(RUN, {"file": "release.toml"}, files=FLOWS),  # stops at the gate
+        Case(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, files=FLOWS),  # E_STEP_FAILED
+        Case(("workflow", "run", "missing.toml"), {"file": "missing.toml"}),  # E_INVALID_ARG, nothing created
+    ],
+    "workflow_status": [
+        Case(("workflow", "status", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),
+        Case(("workflow", "status", "wf-zzzzzzzz"), {"workflow": "wf-zzzzzzzz"}),  # E_NOT_FOUND
+    ],
+    "workflow_list": [
+        Case(
+            ("workflow", "list", "--state", "failed", "-n", "1"),
+            {"state": "failed", "limit": 1},
+            setup=(RUN, BROKEN),
+            files=FLOWS,
+        ),
+    ],
+    "workflow_approve": [
+        Case(APPROVE, {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
+        Case(APPROVE, {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),  # a replay: already_approved
+        Case(
+            (*APPROVE, "--step", "deploy"), {"workflow": WORKFLOW, "step": "deploy"}, setup=(RUN,), files=FLOWS
+        ),  # not a gate: E_INVALID_ARG
+    ],
+    "workflow_resume": [
+        Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),
+        Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),  # not approved: E_STATE
+        Case(
+            ("workflow", "resume", WORKFLOW, "--retry", "check"),
+            {"workflow": WORKFLOW, "retry": "check"},
+            setup=(BROKEN,),
+            files=FLOWS,
+        ),  # fails again: E_STEP_FAILED, attempts 2
+    ],
+    "workflow_cancel": [
+        Case(("workflow", "cancel", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
+        Case(("workflow", "cancel", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),  # E_STATE
+    ],
+    "workflow_rollback": [
+        Case(
+            ("workflow", "rollback", WORKFLOW, "--include-completed"),
+            {"workflow": WORKFLOW, "include_completed": True},
+            setup=COMPLETED,
+            files=FLOWS,
+        ),  # the preview
+        Case(
+            ("workflow", "rollback", WORKFLOW, "--include-completed", "--confirm"),
+            {"workflow": WORKFLOW, "include_completed": True, "confirm": True},
+            setup=COMPLETED,
+            files=FLOWS,
+        ),  # undeploy.sh runs, op 7 is undone
+        Case(
+            ("workflow", "rollback", WORKFLOW, "--confirm"),
+            {"workflow": WORKFLOW, "confirm": True},
+            setup=COMPLETED,
+            files=FLOWS,
+        ),  # completed, without --include-completed: E_REFUSED
+        Case(
+            ("workflow", "rollback", WORKFLOW),
+            {"workflow": WORKFLOW},
+            setup=(RUN, ("changeset", "create", "-m", "Hotfix on v2", "--ref", "release/v2")),
+            files=FLOWS,
+        ),  # release/v2 moved since (op 8): the undo of promote is predicted to fail with E_CAS_MISMATCH
+        Case(
+            ("workflow", "rollback", WORKFLOW, "--confirm"), {"workflow": WORKFLOW, "confirm": True}, setup=(BROKEN,), files=FLOWS
+        ),  # a failed workflow: promote is undone, check is listed as not_reversed
+    ],
+    "workflow_show_definition": [
+        Case(("workflow", "show-definition", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
+    ],
 }
 
 
@@ -78,6 +253,8 @@ ARGUMENT_ERRORS: list[tuple[str, Case]] = [
     ("op_log", Case(("op", "log", "--kind", "nonsense"), {"kind": "nonsense"})),
     ("undo", Case(("op", "undo", "six"), {"op": "six"})),
     ("ref_set", Case(("ref", "set", "main"), {"name": "main"})),
+    ("tx_config", Case(("tx", "config", "--max-revisions", "0"), {"max_revisions": 0})),
+    ("workflow_list", Case(("workflow", "list", "--state", "nonsense"), {"state": "nonsense"})),
 ]
 
 
@@ -118,12 +295,13 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
     globals_ = ("--repo", str(sw.store), "--as", ACTOR)
+    words, arguments = fill(case.cli, sw.store), fill(case.arguments, sw.store)
 
-    cli = sw(*globals_, *case.cli)
+    cli = sw(*globals_, *words)
     _restore(sw.store, pristine)
-    call = sw(*globals_, "call", name, json.dumps(case.arguments))
+    call = sw(*globals_, "call", name, json.dumps(arguments))
     _restore(sw.store, pristine)
-    mcp = server.envelope(name, case.arguments)
+    mcp = server.envelope(name, arguments)
 
     texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in (cli.envelope, call.envelope, mcp)]
     assert texts[0] == texts[1], f"`swarmctl call` differs from the CLI:\n{texts[0]}\n{texts[1]}"
@@ -140,10 +318,13 @@ def _golden_store(sw: Swarm, case: Case) -> Path:
     for path in (sw.store, pristine):
         shutil.rmtree(path, ignore_errors=True)
     build_golden_store(sw)
-    for path, text in case.files.items():
-        (sw.tmp / path).write_text(text)
+    write_files(sw.tmp, case.files)
     for command in case.setup:
-        sw.ok("--repo", str(sw.store), "--as", ACTOR, *command)
+        ran = sw("--repo", str(sw.store), "--as", ACTOR, *fill(tuple(command), sw.store))
+        if isinstance(command, Fails):
+            assert ran.error["code"] == command.code, ran.transcript()
+        else:
+            assert ran.exit == 0, ran.transcript() + ran.stderr
     shutil.copytree(sw.store, pristine)
     return pristine
 

@@ -6,6 +6,13 @@ store in a temporary directory, as agent/worker-17, and its result is built by
 `swarmctl.mcp.call_result`, as the server builds it. What differs from run to run is replaced
 by the normaliser of the golden tests (tests/golden.py), so the pages change only when the
 output does.
+
+Two things here are shared with the parity cases (tests/test_parity.py), which set up a store
+the same way: `write_files` (a file whose text starts with `#!` is a script, written
+executable) and `fill`, which replaces the placeholder "{workflow}" in command-line words and
+arguments by the id of the store's newest workflow. Workflow ids are random, so a call that
+names the workflow its setup created says "{workflow}"; the placeholder is filled just before
+each call (a setup call too), from the store as it is then.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ import json
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple, TypeVar
 
 from swarmctl.spec import Tool
 
 ACTOR = "agent/worker-17"
 REQUEST_ID = 1
+WORKFLOW = "{workflow}"  # in CLI words and arguments: the id of the store's newest workflow (see `fill`)
 
 
 class Example(NamedTuple):
@@ -28,8 +36,47 @@ class Example(NamedTuple):
     cli: tuple[str, ...]  # the same call on the command line, after `swarmctl --repo STORE --as ACTOR`
     store: bool = True  # run on a demo store at [tmp]/store (False: in an empty directory)
     setup: tuple[tuple[str, dict[str, Any]], ...] = ()  # calls (tool, arguments) made first, as ACTOR
-    files: dict[str, str] = {}  # files written to the working directory first (--file, workflow files)
+    files: dict[str, str] = {}  # files written to the working directory first (see `write_files`)
 
+
+# The setup calls of the transaction examples.
+_BEGIN = ("tx_begin", {})
+_STAGE_V2 = ("tx_set", {"name": "release/v2", "target": "main"})
+_DELETE_V1 = ("tx_delete", {"name": "release/v1"})
+
+# The workflow of the workflow examples, with its two scripts, in the working directory.
+RELEASE = {
+    "release.toml": """\
+name = "release-v2"
+description = "Cut release/v2 from main, get a sign-off, deploy it"
+
+[[step]]
+name = "promote"
+ref_set = { name = "release/v2", to = "main" }
+
+[[step]]
+name = "sign-off"
+approval = "the release manager approves"
+
+[[step]]
+name = "deploy"
+run = ["./deploy.sh", "--env", "prod"]
+rollback = ["./undeploy.sh", "--env", "prod"]
+timeout_s = 120
+""",
+    "deploy.sh": """\
+#!/bin/sh
+# Stands in for a real deployment: says what it deploys where.
+echo "deployed release/v2 to $2"
+""",
+    "undeploy.sh": """\
+#!/bin/sh
+echo "removed release/v2 from $2"
+""",
+}
+_RUN = ("workflow_run", {"file": "release.toml"})
+_APPROVE = ("workflow_approve", {"workflow": WORKFLOW})
+_COMPLETED = (_RUN, _APPROVE, ("workflow_resume", {"workflow": WORKFLOW}))
 
 # On the demo store: ops 1-6, op 6 is agent/worker-17 moving release/v1 to main's changeset.
 EXAMPLES: dict[str, Example] = {
@@ -49,15 +96,66 @@ EXAMPLES: dict[str, Example] = {
     "op_show": Example({"op": 6}, ("op", "show", "6")),
     "undo": Example({"op": 6}, ("op", "undo", "6")),
     "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),
+    # Transactions: agent/worker-17 cuts release/v2 from main and retires release/v1, as one op.
+    "tx_begin": Example({}, ("tx", "begin")),
+    "tx_set": Example({"name": "release/v2", "target": "main"}, ("tx", "set", "release/v2", "main"), setup=(_BEGIN,)),
+    "tx_delete": Example({"name": "release/v1"}, ("tx", "delete", "release/v1"), setup=(_BEGIN, _STAGE_V2)),
+    "tx_status": Example(
+        {},
+        ("tx", "status"),
+        # Staged: release/v2 created, release/v1 deleted; then release/v1 moves in the store (op 7),
+        # which `moved` shows before a commit would fail on it.
+        setup=(_BEGIN, _STAGE_V2, _DELETE_V1, ("changeset_create", {"message": "Hotfix on v1", "ref": "release/v1"})),
+    ),
+    "tx_undo": Example({}, ("tx", "undo"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1)),
+    "tx_redo": Example({}, ("tx", "redo"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1, ("tx_undo", {}))),
+    "tx_commit": Example(
+        {"message": "Cut release/v2; retire release/v1"},
+        ("tx", "commit", "-m", "Cut release/v2; retire release/v1"),
+        setup=(_BEGIN, _STAGE_V2, _DELETE_V1),
+    ),
+    "tx_rollback": Example({}, ("tx", "rollback"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1)),
+    "tx_config": Example({"max_revisions": 50}, ("tx", "config", "--max-revisions", "50")),
+    # Workflows: release.toml promotes main to release/v2, waits for a sign-off, then deploys.
+    "workflow_run": Example({"file": "release.toml"}, ("workflow", "run", "release.toml"), files=RELEASE),
+    # Status after a confirmed rollback: each step's outcome and how it was undone.
+    "workflow_status": Example(
+        {"workflow": WORKFLOW},
+        ("workflow", "status", WORKFLOW),
+        setup=(*_COMPLETED, ("workflow_rollback", {"workflow": WORKFLOW, "include_completed": True, "confirm": True})),
+        files=RELEASE,
+    ),
+    "workflow_list": Example({"limit": 10}, ("workflow", "list", "-n", "10"), setup=(_RUN,), files=RELEASE),
+    "workflow_approve": Example(
+        {"workflow": WORKFLOW, "step": "sign-off"},
+        ("workflow", "approve", WORKFLOW, "--step", "sign-off"),
+        setup=(_RUN,),
+        files=RELEASE,
+    ),
+    "workflow_resume": Example(
+        {"workflow": WORKFLOW}, ("workflow", "resume", WORKFLOW), setup=(_RUN, _APPROVE), files=RELEASE
+    ),
+    "workflow_cancel": Example({"workflow": WORKFLOW}, ("workflow", "cancel", WORKFLOW), setup=(_RUN,), files=RELEASE),
+    # The preview, with its blast radius: what --confirm would undo, in which order.
+    "workflow_rollback": Example(
+        {"workflow": WORKFLOW, "include_completed": True},
+        ("workflow", "rollback", WORKFLOW, "--include-completed"),
+        setup=_COMPLETED,
+        files=RELEASE,
+    ),
+    "workflow_show_definition": Example(
+        {"workflow": WORKFLOW}, ("workflow", "show-definition", WORKFLOW), setup=(_RUN,), files=RELEASE
+    ),
 }
 
 
 class Recorded(NamedTuple):
     command: str  # the shell command, normalised
-    request: dict[str, Any]  # the tools/call request
+    request: dict[str, Any]  # the tools/call request, normalised
     response: dict[str, Any]  # its response, normalised
     text: str  # the envelope as the CLI prints it, normalised
-    setup: tuple[tuple[str, dict[str, Any]], ...]  # the calls made first
+    setup: tuple[tuple[str, dict[str, Any]], ...]  # the calls made first, placeholders filled, normalised
+    files: dict[str, str]  # the files written first
 
 
 def record(tool: Tool) -> Recorded:
@@ -75,39 +173,97 @@ def record(tool: Tool) -> Recorded:
         )
     with tempfile.TemporaryDirectory(prefix="swarmctl-gen-") as tmp:
         where = Path(tmp)
+        store = where / "store"
         if example.store:
             DEMO.run(Context(cwd=where), DemoReq(path="store"))
-        for path, text in example.files.items():
-            (where / path).write_text(text)
+        write_files(where, example.files)
+        # One normaliser for the page, in the order a reader meets things: setup, request, response.
+        normalize = _normalizer()(where)
 
         def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            ctx = Context(repo=str(where / "store") if example.store else None, actor=ACTOR, cwd=where)
+            ctx = Context(repo=str(store) if example.store else None, actor=ACTOR, cwd=where)
             envelope = call_tool(name, arguments, ctx, registry.by_name())
             if not envelope["ok"]:
                 raise SystemExit(f"the example of {tool.name} failed at {name}: {json.dumps(envelope['error'])}")
             return envelope
 
+        setup = []
         for name, arguments in example.setup:
+            arguments = fill(arguments, store)
             call(name, arguments)
-        envelope = call(tool.name, example.arguments)
+            setup.append((name, _normalized(normalize, arguments)))
+        arguments, cli = fill(example.arguments, store), fill(example.cli, store)
+        envelope = call(tool.name, arguments)
         request = {
             "id": REQUEST_ID,
             "jsonrpc": "2.0",
             "method": "tools/call",
-            "params": {"arguments": example.arguments, "name": tool.name},
+            "params": {"arguments": _normalized(normalize, arguments), "name": tool.name},
         }
-        normalize = _normalizer()(where)
         result = call_result(envelope)
         text = normalize(result["content"][0]["text"])
-        structured = json.loads(normalize(json.dumps(result["structuredContent"], separators=(",", ":"), ensure_ascii=False)))
+        structured = _normalized(normalize, result["structuredContent"])
         response = {
             "id": REQUEST_ID,
             "jsonrpc": "2.0",
             "result": {**result, "content": [{**result["content"][0], "text": text}], "structuredContent": structured},
         }
         globals_ = ["--repo", "[tmp]/store"] if example.store else []
-        command = " ".join(["swarmctl", *globals_, "--as", ACTOR, *(_shell_word(w) for w in example.cli)])
-    return Recorded(command=command, request=request, response=response, text=text, setup=example.setup)
+        command = normalize(" ".join(["swarmctl", *globals_, "--as", ACTOR, *(_shell_word(w) for w in cli)]))
+    return Recorded(command=command, request=request, response=response, text=text, setup=tuple(setup), files=dict(example.files))
+
+
+# --- shared with the parity cases (tests/test_parity.py) -------------------------------------
+
+T = TypeVar("T")
+
+
+def write_files(where: Path, files: Mapping[str, str]) -> None:
+    """Write each file under `where`. A file whose text starts with `#!` is a script (a workflow
+    step runs it by its path), so it is written executable, mode 0755."""
+    for path, text in files.items():
+        target = where / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            target.chmod(0o755)
+
+
+def fill(value: T, store: Path) -> T:
+    """`value` (command-line words, MCP arguments) with each "{workflow}" replaced by the id of
+    the newest workflow in `store`, read now. A value without the placeholder comes back as is."""
+    if WORKFLOW not in json.dumps(value):
+        return value
+    newest = _newest_workflow(store)
+    return _replaced(value, newest)
+
+
+def _replaced(value: Any, workflow: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(WORKFLOW, workflow)
+    if isinstance(value, tuple):
+        return tuple(_replaced(v, workflow) for v in value)
+    if isinstance(value, list):
+        return [_replaced(v, workflow) for v in value]
+    if isinstance(value, dict):
+        return {k: _replaced(v, workflow) for k, v in value.items()}
+    return value
+
+
+def _newest_workflow(store: Path) -> str:
+    from swarmctl import registry
+    from swarmctl.calls import call_tool
+    from swarmctl.context import Context
+
+    envelope = call_tool("workflow_list", {"limit": 1}, Context(repo=str(store)), registry.by_name())
+    found = envelope["result"]["workflows"] if envelope["ok"] else []
+    if not found:
+        raise ValueError(f"{WORKFLOW} names the newest workflow, but {store} has none: {json.dumps(envelope)}")
+    return found[0]["id"]
+
+
+def _normalized(normalize: Any, value: Any) -> Any:
+    return json.loads(normalize(json.dumps(value, separators=(",", ":"), ensure_ascii=False)))
 
 
 def _shell_word(word: str) -> str:

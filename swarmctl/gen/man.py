@@ -176,7 +176,9 @@ def _options(command: Any) -> list[str]:
         names = sorted(p.opts, key=lambda o: (o.startswith("--"), o))  # -n, --limit
         label = ", ".join(rf"\fB{_esc(o)}\fR" for o in names)
         if not p.is_flag:
-            label += rf" \fI{_esc(_metavar(p))}\fR"
+            # `\:` lets a long list of choices break after a `|` (else groff warns it cannot break the line).
+            metavar = _esc(_metavar(p)).replace("|", r"|\:")
+            label += rf" \fI{metavar}\fR"
         if p.multiple:
             label += " (repeatable)"
         text = _text(p.help or "")

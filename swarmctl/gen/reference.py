@@ -23,7 +23,7 @@ HEADER = f"<!-- {NOTICE} -->"
 ANNOTATION_MEANINGS = {
     "destructiveHint": "True: a tool that changes the store may overwrite or delete what is there, not only add to it.",
     "idempotentHint": "True: calling it again with the same arguments changes nothing more.",
-    "openWorldHint": "True: it reaches beyond a closed set of things. Every tool here stays inside the store.",
+    "openWorldHint": "True: it reaches beyond the store: a workflow's command steps run programs, which may change anything. False: it stays inside the store.",
     "readOnlyHint": "True: the tool does not change its environment, the store.",
 }
 
@@ -48,7 +48,7 @@ def tool_page(tool: Tool) -> str:
         "description": tool.summary,
         "since": tool.since,
         "mutates": tool.mutates,
-        "identity_required": tool.mutates,
+        "identity_required": _needs_identity(tool),
         "cli_command": tool.command,
         "envelope_op": tool.name,
         "request_type": tool.request.__name__,
@@ -64,7 +64,7 @@ def tool_page(tool: Tool) -> str:
         "Values are checked strictly: `\"6\"` is not a number, `1` is not `true`.",
         "",
     ]
-    out += _fields_table(request_schema, tool)
+    out += _fields_table(request_schema, tool) if tool.fields() else ["No arguments: `{}`."]
     out += ["", "### JSON Schema", "", "As `tools/list` gives it: each `$ref` replaced by its definition, so that it stands alone.", ""]
     out += ["```json", json.dumps(request_schema, indent=2, sort_keys=True, ensure_ascii=False), "```", ""]
     out += ["## Result", ""]
@@ -88,7 +88,7 @@ def tool_page(tool: Tool) -> str:
     out += [f"`{tool.command}` (`man {man}`) runs the same operation and prints the same envelope." if tool.mcp
             else f"`{tool.command}` (`man {man}`). It is not served over MCP: it makes a store, and a server serves one store; "
                  "`swarmctl call` runs it with JSON arguments."]
-    out += [""] + _cli_table(tool)
+    out += [""] + (_cli_table(tool) if tool.fields() else ["No options."])
     out += ["", "## Examples", ""]
     out += _examples(tool, example)
     out += ["", "## Errors", ""]
@@ -133,12 +133,18 @@ def _cli_table(tool: Tool) -> list[str]:
             form = "`" + ", ".join([*shorts, long_flag(f)]) + (f" {cli.metavar}" if cli.metavar else "") + "`"
             if cli.parse or str(f.type).startswith("list"):
                 form += ", repeated"
-        rows.append(f"| `{f.name}` | {form} |")
+        rows.append(f"| `{f.name}` | {_cell(form)} |")
     return rows
 
 
 def _examples(tool: Tool, example: Any) -> list[str]:
     out: list[str] = []
+    if example.files:
+        out += ["In the working directory, [tmp]:", ""]
+        for path, text in example.files.items():
+            script = text.startswith("#!")
+            language = "toml" if path.endswith(".toml") else "sh" if script else "text"
+            out += [f"`{path}`" + (" (executable)" if script else ""), "", f"```{language}", text.rstrip("\n"), "```", ""]
     if example.setup:
         calls = ", then ".join(f"`{name}` `{json.dumps(args, separators=(',', ':'))}`" for name, args in example.setup)
         out += [f"Called first, on the same store: {calls}.", ""]
@@ -158,7 +164,7 @@ def _examples(tool: Tool, example: Any) -> list[str]:
 
 def _errors(tool: Tool) -> list[str]:
     codes: dict[str, str] = {"E_INVALID_ARG": f"arguments that do not fit `{tool.request.__name__}` (a field named twice among them included), or a value the tool refuses."}
-    if tool.mutates:
+    if _needs_identity(tool):
         codes["E_IDENTITY_REQUIRED"] = "no identity: `--as` / `SWARMCTL_AS` (for MCP, the server's `--as`)."
     if tool.needs_store:
         codes["E_NOT_A_REPO"] = "the store is not there" + ("; the MCP server serves on." if tool.mcp else ".")
@@ -180,6 +186,12 @@ def _errors(tool: Tool) -> list[str]:
     ]
     out += [f"- [`{code}`](errors.md#{code.lower()}) (exit {ERROR_CODES[code].exit}): {text}" for code, text in codes.items()]
     return out
+
+
+def _needs_identity(tool: Tool) -> bool:
+    """A tool that changes the store needs --as; so does one whose description says it needs
+    it although it only reads (`tx status` shows the caller's own transaction)."""
+    return tool.mutates or "E_IDENTITY_REQUIRED" in tool.description
 
 
 def _names_things(tool: Tool) -> bool:
@@ -277,7 +289,8 @@ def type_text(schema: dict[str, Any]) -> str:
     if kind == "string":
         bounds = [f"at least {schema['minLength']}" if "minLength" in schema else "", f"at most {schema['maxLength']}" if "maxLength" in schema else ""]
         said = ", ".join(b for b in bounds if b)
-        return f"string ({said} characters)" if said else "string"
+        unit = "character" if said.endswith(" 1") else "characters"
+        return f"string ({said} {unit})" if said else "string"
     return kind or "any JSON value"
 
 

@@ -269,8 +269,8 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
     none is open), the current revision, how many are staged and the bound (`max`), the moves
     a commit would make (`old` is each ref's baseline), `can_undo`/`can_redo`/`can_commit`,
     and `moved`: the staged refs that the store moved after their baseline was recorded, with
-    the ops that moved them (a commit now would fail with E_CAS_MISMATCH). `history` lists
-    every staged revision; `applied: false` ones can be redone.
+    the ops that moved them (a `tx commit` now would fail on them and leave the transaction
+    Conflicted). `history` lists every staged revision; `applied: false` ones can be redone.
 
     Never writes. Needs --as even though it only reads, because it shows the transaction of
     that actor (E_IDENTITY_REQUIRED). With no open transaction, `max` is the store's bound for

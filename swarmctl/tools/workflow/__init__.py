@@ -245,8 +245,9 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
 
     The preview is `{action: "preview", preview_id, blast_radius, hint}`. `blast_radius` holds
     the workflow, `state_after`, `counts` and the lists: `would_roll_back` (successful steps that
-    have an undo, last first: the op to undo, predicted by compare-and-swap, e.g. a ref moved
-    since gives a predicted E_CAS_MISMATCH; or the rollback command, secrets redacted),
+    have an undo, last first: the op to undo, its outcome predicted by compare-and-swap, which
+    is `fails` with the undo's error code when a ref moved since; or the rollback command,
+    secrets redacted),
     `left_in_place` (commands without a rollback), `unknown_effects` (steps running, undoing
     or interrupted), `not_reversed` (failed commands that may have partly applied),
     `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. Show it to the user and get
