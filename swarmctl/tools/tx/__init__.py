@@ -5,183 +5,35 @@ A transaction stages ref moves without touching the store's refs, then commits t
 (kind `tx_commit`) by compare-and-swap against each ref's baseline, or is rolled back. It lives
 in the store (each CLI call is a new process), one open transaction per actor per store, so
 every tx command needs an identity: the transaction is the calling actor's. The rows are in
-swarmctl/store/txs.py.
+swarmctl/store/txs.py; the request and result types in models.py beside this file.
 """
-
-from typing import Annotated, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Tool
 from swarmctl.store import Move, queries, txs
 from swarmctl.tools.common import RefMove, resolve_changeset
+from swarmctl.tools.tx.models import (
+    TxBeginResult,
+    TxCommitReq,
+    TxCommitResult,
+    TxConfigReq,
+    TxConfigResult,
+    TxDeleteReq,
+    TxMoved,
+    TxRedoResult,
+    TxReq,
+    TxRevision,
+    TxRollbackResult,
+    TxSetReq,
+    TxStageResult,
+    TxStatusResult,
+    TxUndoResult,
+)
 
 # Why every tx command, `tx status` too, needs --as: E_IDENTITY_REQUIRED says so.
 _WHY = "every tx command, tx status too, acts on the calling actor's own transaction"
-
-TxState = Literal["Ready", "Active", "Conflicted"]
-
-
-# --- result types ----------------------------------------------------------------------------
-
-
-@result_type
-class TxRevision:
-    revision: int
-    action: Literal["set", "delete"]
-    name: str
-    new: str | None  # null for a delete
-    at: str
-    applied: bool  # false: undone, and available to `tx redo`
-
-
-@result_type
-class TxMoved:
-    """A staged ref that the store moved after its baseline was recorded: a commit would conflict."""
-
-    name: str
-    expected: str | None  # the baseline
-    actual: str | None  # what the store names now
-    moved_by: list[int]  # the ops that moved it since the baseline, oldest first
-
-
-@result_type
-class TxBeginResult:
-    tx: int
-    state: TxState
-    base_op: int
-    max: int
-    begun_at: str
-
-
-@result_type
-class TxStatusResult:
-    state: TxState  # Ready: no open transaction
-    tx: int | None
-    base_op: int | None
-    begun_at: str | None
-    revision: int
-    revisions: int
-    max: int
-    moves: list[RefMove]  # what a commit would do now: old is the baseline, new the staged target
-    can_undo: bool
-    can_redo: bool
-    can_commit: bool
-    moved: list[TxMoved]
-    history: list[TxRevision]
-
-
-@result_type
-class TxStageResult:
-    tx: int
-    revision: int
-    revisions: int
-    max: int
-    name: str
-    old: str | None  # the ref's baseline: what a commit will expect it to name
-    new: str | None  # the staged target (null: deleted)
-    dropped: int  # undone revisions this stage discarded (the redo branch)
-
-
-@result_type
-class TxUndoResult:
-    tx: int
-    undone: TxRevision
-    revision: int
-    revisions: int
-    moves: list[RefMove]
-    can_undo: bool
-    can_redo: bool
-
-
-@result_type
-class TxRedoResult:
-    tx: int
-    redone: TxRevision
-    revision: int
-    revisions: int
-    moves: list[RefMove]
-    can_undo: bool
-    can_redo: bool
-
-
-@result_type
-class TxCommitResult:
-    tx: int
-    op: int
-    description: str
-    ref_moves: list[RefMove]
-
-
-@result_type
-class TxRollbackResult:
-    state: Literal["Ready", "OutOfDate"]
-    tx: int
-    discarded: int  # staged revisions discarded, applied or undone
-    hint: str | None  # with OutOfDate: what to do before staging again
-
-
-@result_type
-class TxConfigResult:
-    max_revisions: int
-    changed: bool
-
-
-# --- requests --------------------------------------------------------------------------------
-
-
-@request_type
-class TxReq:
-    """No arguments: the transaction is the calling actor's (--as / SWARMCTL_AS)."""
-
-
-_NAME = Cli(positional=True, metavar="NAME", complete="refs")
-
-
-@request_type
-class TxSetReq:
-    """Stage one revision: NAME is to name TARGET when the transaction commits."""
-
-    name: str = arg(description="The ref to move or create when the transaction commits, e.g. main or release/v1.", cli=_NAME)
-    target: str = arg(
-        description="The changeset it should name: an id, a unique prefix of 4+ hex digits, or a ref name "
-        "(resolved now, to what that ref names in the store).",
-        cli=Cli(positional=True, metavar="TARGET", complete="changesets"),
-    )
-
-
-@request_type
-class TxDeleteReq:
-    """Stage one revision: NAME is to be deleted when the transaction commits."""
-
-    name: str = arg(description="The ref to delete when the transaction commits.", cli=_NAME)
-
-
-@request_type
-class TxCommitReq:
-    """Commit the calling actor's transaction."""
-
-    message: str | None = arg(
-        None,
-        description="The commit op's description (default: the moves, summarised).",
-        min_length=1,
-        max_length=1000,
-        cli=Cli(flags=("-m", "--message")),
-    )
-
-
-@request_type
-class TxConfigReq:
-    """The store's transaction settings; without options, show them."""
-
-    max_revisions: Annotated[int, Range(1, txs.MAX_REVISIONS_LIMIT)] | None = arg(
-        None,
-        description=f"The bound on staged revisions per transaction (default {txs.DEFAULT_MAX_REVISIONS}, "
-        f"at most {txs.MAX_REVISIONS_LIMIT}), for transactions begun from now on.",
-        cli=Cli(metavar="N"),
-    )
-
 
 # --- the work --------------------------------------------------------------------------------
 
@@ -270,7 +122,7 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
     a commit would make (`old` is each ref's baseline), `can_undo`/`can_redo`/`can_commit`,
     and `moved`: the staged refs that the store moved after their baseline was recorded, with
     the ops that moved them (a `tx commit` now would fail on them and leave the transaction
-    Conflicted). `history` lists every staged revision; `applied: false` ones can be redone.
+    Conflicted, so `can_commit` is false while `moved` is not empty). `history` lists every staged revision; `applied: false` ones can be redone.
 
     Never writes. Needs --as even though it only reads, because it shows the transaction of
     that actor (E_IDENTITY_REQUIRED). With no open transaction, `max` is the store's bound for
@@ -297,6 +149,7 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             )
         revs = txs.revisions(conn, tx.tx)
         moves = txs.net_moves(conn, tx)
+        moved = _moved(conn, tx, moves)
         return TxStatusResult(
             state=tx.state,
             tx=tx.tx,
@@ -308,8 +161,9 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             moves=_ref_moves(moves),
             can_undo=tx.state == "Active" and tx.revision > 0,
             can_redo=tx.state == "Active" and tx.revision < len(revs),
-            can_commit=tx.state == "Active" and bool(moves),
-            moved=_moved(conn, tx, moves),
+            # A commit now would fail on a ref in `moved`: it can commit only when none moved.
+            can_commit=tx.state == "Active" and bool(moves) and not moved,
+            moved=moved,
             history=[_revision(r, tx.revision) for r in revs],
         )
 
