@@ -182,7 +182,6 @@ class Loader:
         )
         self.conn.execute("COMMIT")
         self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute("ANALYZE")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
 

@@ -192,3 +192,9 @@ def test_repeatable_options_and_values_after_double_dash_are_not_counted_twice(s
     assert one.exit == 0 and one.result["changeset"]["metadata"] == {"a": "1", "b": "2"}
     message = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "--", "--ref", "x")
     assert message.exit == 0, message.stdout
+    # An option's value that looks like the option is its value, not the option again.
+    mighty = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "-mighty fix", "--ref", "main")
+    assert mighty.exit == 0, mighty.stdout
+    assert mighty.result["changeset"]["message"] == "-mighty fix"
+    dashes = sw("--repo", store, "--as", "agent/worker-17", "-o", "json", "changeset", "create", "--message", "--message")
+    assert dashes.exit == 0, dashes.stdout

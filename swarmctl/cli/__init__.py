@@ -20,13 +20,14 @@ from swarmctl.cli.app import Globals, build, tools_for
 from swarmctl.cli.output import emit
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error
+from swarmctl.envelope import exit_code as exit_status_of
 from swarmctl.spec import Tool
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
     status = run(sys.argv[1:] if argv is None else argv)
     # Everything is written and the store closed: leave without tearing the interpreter down,
-    # which costs a short command a sixth of its time (measured in bench/startup.py).
+    # which costs a short command a sixth of its time (measured in bench/core.py).
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -103,4 +104,4 @@ def _usage_error(exc: UsageError) -> int:
     globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     auth = Context(actor=globals_.actor if globals_ else None).auth
     emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_ or Globals(), tool)
-    return exc.exit_code if exc.exit_code == 2 else 2
+    return exit_status_of("E_INVALID_ARG")

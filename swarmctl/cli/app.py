@@ -86,31 +86,43 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
     """The tool's single-valued options that `args` gives more than once.
 
     Click would keep the last; a field named twice is an error at the JSON doors, and so here.
+    The words are read as Click reads them: an option that takes a value consumes the next word
+    (so `-m "-mighty fix"` is one option), and nothing after `--` is an option.
     """
-    words = list(args)
-    try:  # the tool's own arguments follow its command path
-        start = next(i for i in range(len(words)) if tuple(words[i : i + len(tool.cli)]) == tool.cli) + len(tool.cli)
-    except StopIteration:
-        return []
-    own = words[start:]
-    if "--" in own:
-        own = own[: own.index("--")]
-    twice = []
+    hints = typing.get_type_hints(tool.request)
+    by_flag: dict[str, dataclasses.Field] = {}
     for f in tool.fields():
-        cli = cli_of(f)
-        if cli.positional or cli.parse or get_origin(f.type) is list or str(f.type).startswith("list"):
-            continue
-        flags = {long_flag(f), *cli.flags}
-        count = sum(
-            1
-            for word in own
-            if word in flags
-            or any(word.startswith(flag + "=") for flag in flags if flag.startswith("--"))
-            or any(word.startswith(flag) and len(word) > 2 for flag in flags if len(flag) == 2)
-        )
-        if count > 1:
-            twice.append(long_flag(f))
-    return twice
+        if not cli_of(f).positional:
+            for flag in {long_flag(f), *cli_of(f).flags}:
+                by_flag[flag] = f
+    own = _words_after_command(tool, args)
+    seen: dict[str, int] = {}
+    i = 0
+    while i < len(own):
+        word = own[i]
+        if word == "--":
+            break
+        name, joined = (word.partition("=")[0], "=" in word) if word.startswith("--") else (word[:2], len(word) > 2)
+        f = by_flag.get(name) if word.startswith("-") else None
+        if f is not None:
+            seen[f.name] = seen.get(f.name, 0) + 1
+            if hints[f.name] is not bool and not joined:
+                i += 1  # the option's value, whatever it looks like
+        i += 1
+    repeatable = {f.name for f in tool.fields() if cli_of(f).parse or get_origin(_is_optional(hints[f.name])[0]) is list}
+    return [long_flag(f) for f in tool.fields() if seen.get(f.name, 0) > 1 and f.name not in repeatable]
+
+
+def _words_after_command(tool: Tool, args: list[str]) -> list[str]:
+    """The words after the tool's command path, past the global options before it."""
+    words = iter(args)
+    for word in words:
+        if word in GLOBAL_VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            path = [word, *[next(words, "") for _ in tool.cli[1:]]]
+            return list(words) if tuple(path) == tool.cli else []
+    return []
 
 
 def _version(value: bool) -> None:

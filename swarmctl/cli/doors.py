@@ -98,7 +98,9 @@ def _fail(error: Any, globals_: Any) -> None:
     from swarmctl.cli.output import emit
     from swarmctl.envelope import Meta, exit_status, failure
 
-    envelope = failure(None, error, Meta(auth="trust" if globals_.actor else "none"))
+    from swarmctl.context import Context
+
+    envelope = failure(None, error, Meta(auth=Context(actor=globals_.actor).auth))
     emit(envelope, globals_, None)
     raise typer.Exit(exit_status(envelope))
 

@@ -42,9 +42,9 @@ def op_records(conn: sqlite3.Connection, ops: list[int]) -> list[dict[str, Any]]
     made: dict[int, list[str]] = {op: [] for op in ops}
     for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
         made[op].append(cid)
-    undone_by = dict(
-        conn.execute(f"SELECT undoes, MAX(op) FROM ops WHERE undoes IN ({marks}) GROUP BY undoes", ops).fetchall()
-    )
+    # `undone_by` is the undo that takes the op back now: none once that undo was undone too.
+    undone = [r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)]
+    undone_by = {op: undo_in_effect(conn, op) for op in undone}
     return [
         {
             "op": op,
@@ -93,6 +93,22 @@ def op_log(conn: sqlite3.Connection, q: LogQuery) -> tuple[list[int], bool]:
             return [], False
         upper = min(upper, row[0] + 1) if upper is not None else row[0] + 1
 
+    sql, params = log_sql(q, lower, upper)
+    found = [r[0] for r in conn.execute(sql, params)]
+    has_more = len(found) > q.limit
+    found = found[: q.limit]
+    if q.after is not None and q.before is None:
+        found.reverse()
+    return found, has_more
+
+
+def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, list]:
+    """The page query of `op_log`, with op bounds `lower < op < upper` (None: unbounded).
+
+    Each filter has an index that yields ops in op order: ref_moves(name, op), ops(actor, op),
+    ops(kind, op), ops(actor, kind, op), so a page costs its own size. `--ref` with `--actor`
+    or `--kind` walks that ref's moves and may cost up to the ref's history.
+    """
     where, params = [], []
     col = "m.op" if q.ref is not None else "o.op"
     if q.ref is not None:
@@ -117,12 +133,7 @@ def op_log(conn: sqlite3.Connection, q: LogQuery) -> tuple[list[int], bool]:
         + (" WHERE " + " AND ".join(where) if where else "")
         + f" ORDER BY {col} {'ASC' if forward else 'DESC'} LIMIT ?"
     )
-    found = [r[0] for r in conn.execute(sql, [*params, q.limit + 1])]
-    has_more = len(found) > q.limit
-    found = found[: q.limit]
-    if forward:
-        found.reverse()
-    return found, has_more
+    return sql, [*params, q.limit + 1]
 
 
 def undos_of(conn: sqlite3.Connection, op: int) -> list[int]:

@@ -25,6 +25,7 @@ CREATE TABLE ops (
 );
 CREATE INDEX ops_actor ON ops(actor, op);
 CREATE INDEX ops_kind ON ops(kind, op);
+CREATE INDEX ops_actor_kind ON ops(actor, kind, op);
 CREATE INDEX ops_at ON ops(at, op);
 CREATE INDEX ops_undoes ON ops(undoes, op) WHERE undoes IS NOT NULL;
 

@@ -77,7 +77,17 @@ class ChangesetShowReq:
 
 
 def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    from swarmctl.secrets import is_secret_key
+
     for key, value in metadata.items():
+        if is_secret_key(key):
+            # Changesets are immutable and never removed: a secret put here could never be taken out.
+            raise SwarmError(
+                "E_INVALID_ARG",
+                f"metadata {key!r} names a secret, and changesets are kept forever",
+                details={"key": key},
+                hint="Keep secrets out of changesets; refer to where the secret is kept instead.",
+            )
         if not key or len(key) > META_KEY_MAX or len(value) > META_VALUE_MAX:
             raise SwarmError(
                 "E_INVALID_ARG",
@@ -101,7 +111,8 @@ def _check_path(path: str) -> str:
 def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateResult:
     """Create an immutable changeset (message, parents, metadata, files) and, with `--ref`,
     move that ref to it in the same op. Its id is a BLAKE3-256 content hash; file contents are
-    stored once by content. Changesets are never removed, not even by `op undo`."""
+    stored once by content. Changesets are never removed, not even by `op undo`, so a metadata
+    key that names a secret (token, password, ...) is refused with E_INVALID_ARG."""
     actor = ctx.require_actor()
     metadata = _check_metadata(req.metadata)
     files = {_check_path(p): content.encode("utf-8") for p, content in req.files.items()}

@@ -99,12 +99,24 @@ def _not_found(name: str) -> SwarmError:
     )
 
 
+def _check_expect(name: str, expect: str | None) -> None:
+    """`--expect` names what the ref should name now; the ref itself would always match."""
+    if expect is not None and expect.strip() == name:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--expect {expect} names the ref being moved, so it could never fail",
+            details={"name": name, "expect": expect},
+            hint=f"Give the changeset you expect {name} to name now: `swarmctl ref show {name}` shows it.",
+        )
+
+
 def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     """Point a ref at a changeset, creating the ref if needed, as one op. With `--expect OLD` or
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
     nothing is written. Setting a ref to what it already names writes nothing (`op` is null)."""
     actor = ctx.require_actor()
     name = names.check_ref_name(req.name)
+    _check_expect(name, req.expect)
     if req.create and req.expect is not None:
         raise SwarmError("E_INVALID_ARG", "--expect and --create exclude each other", details={"fields": ["expect", "create"]})
     store = ctx.store()
@@ -128,6 +140,7 @@ def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
     compare-and-swap. `op undo` of the op recreates the ref."""
     actor = ctx.require_actor()
     name = names.check_ref_name(req.name)
+    _check_expect(name, req.expect)
     store = ctx.store()
     with store.write(actor) as w:
         row = queries.ref_row(w.conn, name)
