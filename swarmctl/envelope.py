@@ -59,6 +59,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "a workflow step failed (a command exited non-zero or timed out, a store step was refused); "
             "the workflow is `failed` and can be resumed with --retry or rolled back",
         ),
+        ErrorCode(
+            "E_INTERRUPTED",
+            130,
+            "stopped by Ctrl-C or SIGTERM; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted",
+        ),
         ErrorCode("E_INTERNAL", 70, "a bug; the message says so and carries a correlation id"),
     ]
 }
@@ -92,11 +97,26 @@ class SwarmError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
-            "message": self.message,
-            "details": self.details,
-            "hint": self.hint,
+            "message": _clip(self.message, MESSAGE_MAX),
+            "details": _clip(self.details, DETAIL_MAX),
+            "hint": _clip(self.hint, MESSAGE_MAX),
             "next": self.next,
         }
+
+
+# Errors echo what they were given; a 5 MB ref name must not come back as a 20 MB envelope.
+MESSAGE_MAX = 1000
+DETAIL_MAX = 8192
+
+
+def _clip(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"… [{len(value) - limit} more characters]"
+    if isinstance(value, dict):
+        return {k: _clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(v, limit) for v in value]
+    return value
 
 
 def internal_error(exc: BaseException) -> SwarmError:

@@ -5,6 +5,8 @@ import json
 import os
 import pty
 import re
+import signal
+import time
 import subprocess
 import sys
 
@@ -122,7 +124,7 @@ def test_a_closed_pipe_ends_quietly(sw, store):
         (["op", "log", "--frobnicate"], "op_log", "No such option: --frobnicate"),
         (["op", "log", "-n", "0"], "op_log", "0 is not in the range"),
         (["op", "log", "-n", "many"], "op_log", "'many' is not a valid"),
-        (["op", "log", "--before", "99999999999999999999"], "op_log", "is not in the range"),
+        (["op", "log", "--before", "99999999999999999999"], "op_log", "is out of range"),
         (["op", "log", "--kind", "teleport"], "op_log", "'teleport' is not one of"),
         (["op", "frobnicate"], None, "No such command 'frobnicate'"),
         (["frobnicate"], None, "No such command 'frobnicate'"),
@@ -198,3 +200,49 @@ def test_repeatable_options_and_values_after_double_dash_are_not_counted_twice(s
     assert mighty.result["changeset"]["message"] == "-mighty fix"
     dashes = sw("--repo", store, "--as", "agent/worker-17", "-o", "json", "changeset", "create", "--message", "--message")
     assert dashes.exit == 0, dashes.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_command_still_prints_one_envelope_and_writes_nothing(sw, store, signum):
+    """Stopped inside its write transaction (the fault hook holds it just before COMMIT), the
+    command rolls back, prints E_INTERRUPTED and exits 130."""
+    flag = sw.tmp / "paused"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", store, "--as", "human/alice", "ref", "set", "hotfix", "main", "--create"],
+        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    envelope = json.loads(out)
+    assert envelope["ok"] is False and envelope["op"] == "ref_set"
+    assert envelope["error"]["code"] == "E_INTERRUPTED"
+    assert sw.ok("--repo", store, "op", "log", "-n", "1")["ops"][0]["op"] == 6  # nothing written
+    assert sw("--repo", store, "ref", "show", "hotfix").error["code"] == "E_NOT_FOUND"
+
+
+def test_a_huge_value_is_not_echoed_whole(sw, store):
+    ran = sw("--repo", store, "ref", "show", "x" * 100_000)
+    assert ran.error["code"] == "E_INVALID_ARG"
+    assert len(ran.stdout) < 20_000
+
+
+def test_global_options_after_the_command_and_given_twice(sw, store):
+    assert sw("op", "log", "-n", "1", "--repo", store).result["ops"][0]["op"] == 6
+    twice = sw("--as", "human/alice", "ref", "set", "x", "main", "--as", "agent/evil", "--repo", store)
+    assert twice.exit == 2 and twice.error["message"] == "--as given twice"
+    assert sw("--repo", store, "ref", "show", "x").error["code"] == "E_NOT_FOUND"
+
+
+def test_an_argument_the_cli_cannot_read_is_bad_usage_with_its_usage_text(sw, store):
+    ran = sw("--repo", store, "--as", "human/alice", "changeset", "create", "-m", "x", "--meta", "novalue")
+    assert ran.exit == 2
+    assert ran.error["details"]["usage"].startswith("Usage: swarmctl changeset create")
+    assert "Usage: swarmctl changeset create" in ran.stderr

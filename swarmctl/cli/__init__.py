@@ -7,6 +7,7 @@ exit code of its error. Only --help, --version and shell completion print anythi
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import Any, Callable, NoReturn
@@ -25,6 +26,7 @@ from swarmctl.spec import Tool
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     status = run(sys.argv[1:] if argv is None else argv)
     # Everything is written and the store closed: leave without tearing the interpreter down,
     # which costs a short command a sixth of its time (measured in bench/core.py).
@@ -50,20 +52,30 @@ def run(args: list[str]) -> int:
     return status if isinstance(status, int) else 0
 
 
-def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any]) -> NoReturn:
-    """Called by each command: build the request, run the tool, print the envelope, exit."""
+def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> NoReturn:
+    """Called by each command: build the request, run the tool, print the envelope, exit.
+
+    An argument the CLI itself cannot turn into the request (an option given twice, a K=V
+    without =, a file it cannot read) is bad usage: its error carries the usage text, which
+    also goes to stderr. Ctrl-C or SIGTERM while the tool runs still ends in an envelope.
+    """
     ctx = Context(repo=globals_.repo, actor=globals_.actor)
     try:
         request = make_request()
     except SwarmError as exc:
+        if exc.code == "E_INVALID_ARG" and usage:
+            exc.details.setdefault("usage", usage)
+            print(f"{usage}\nError: {exc.message}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except Exception as exc:
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
-        ctx.progress = _progress_reporter()
+        ctx.progress = _progress_reporter(globals_)
         try:
             envelope = runner.run(tool, request, ctx)
+        except KeyboardInterrupt as exc:
+            envelope = failure(tool.name, _interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
         finally:
             if ctx.progress is not None:
                 ctx.progress.close()
@@ -71,16 +83,36 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any]) -> No
     raise typer.Exit(exit_status(envelope))
 
 
-def _progress_reporter() -> Any:
+def _progress_reporter(globals_: Globals) -> Any:
     """Progress for people on stderr, only when it is a terminal (Rich is imported only then)."""
     try:
         if not sys.stderr.isatty():
             return None
     except (AttributeError, ValueError):
         return None
+    from swarmctl.cli.app import wants_color
     from swarmctl.cli.progress import StepProgress
 
-    return StepProgress(sys.stderr)
+    return StepProgress(sys.stderr, color=wants_color(globals_.color))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> SwarmError:
+    signal_name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
+    return SwarmError(
+        "E_INTERRUPTED",
+        f"interrupted by {signal_name} before the command finished",
+        details={"signal": signal_name.split()[0]},
+        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
+        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
+    )
 
 
 def _usage_error(exc: UsageError) -> int:

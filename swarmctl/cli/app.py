@@ -7,7 +7,7 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
 
@@ -52,7 +52,8 @@ class Globals:
 
 # The global options that take a value, for finding the command word in argv before Typer
 # parses it (see `tools_for`). A test holds this to the options `_global_options` declares.
-GLOBAL_VALUE_OPTIONS = frozenset({"--repo", "-R", "--as", "--output", "-o", "--color"})
+GLOBAL_FLAGS = {"--repo": "--repo", "-R": "--repo", "--as": "--as", "--output": "--output", "-o": "--output", "--color": "--color"}
+GLOBAL_VALUE_OPTIONS = frozenset(GLOBAL_FLAGS)
 
 
 def tools_for(args: list[str]) -> list[Tool] | None:
@@ -83,46 +84,45 @@ def tools_for(args: list[str]) -> list[Tool] | None:
 
 
 def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
-    """The tool's single-valued options that `args` gives more than once.
+    """The options `args` gives more than once: global ones (before or after the command) and
+    the tool's single-valued ones. Click would keep the last; a field named twice is an error
+    at the JSON doors, and so here (`--as a ... --as b` must never pass silently).
 
-    Click would keep the last; a field named twice is an error at the JSON doors, and so here.
     The words are read as Click reads them: an option that takes a value consumes the next word
     (so `-m "-mighty fix"` is one option), and nothing after `--` is an option.
     """
     hints = typing.get_type_hints(tool.request)
-    by_flag: dict[str, dataclasses.Field] = {}
+    own: dict[str, tuple[str, bool, bool]] = {}  # flag -> (name, takes a value, repeatable)
     for f in tool.fields():
-        if not cli_of(f).positional:
-            for flag in {long_flag(f), *cli_of(f).flags}:
-                by_flag[flag] = f
-    own = _words_after_command(tool, args)
-    seen: dict[str, int] = {}
-    i = 0
-    while i < len(own):
-        word = own[i]
+        cli = cli_of(f)
+        if not cli.positional:
+            repeatable = bool(cli.parse) or get_origin(_is_optional(hints[f.name])[0]) is list
+            for flag in {long_flag(f), *cli.flags}:
+                own[flag] = (long_flag(f), hints[f.name] is not bool, repeatable)
+    counts: dict[str, int] = {}
+    path, in_command, i = list(tool.cli), False, 0
+    while i < len(args):
+        word = args[i]
         if word == "--":
             break
-        name, joined = (word.partition("=")[0], "=" in word) if word.startswith("--") else (word[:2], len(word) > 2)
-        f = by_flag.get(name) if word.startswith("-") else None
-        if f is not None:
-            seen[f.name] = seen.get(f.name, 0) + 1
-            if hints[f.name] is not bool and not joined:
+        if word.startswith("-") and len(word) > 1:
+            name, joined = (word.partition("=")[0], "=" in word) if word.startswith("--") else (word[:2], len(word) > 2)
+            if name in GLOBAL_FLAGS:
+                key, takes_value, repeatable = GLOBAL_FLAGS[name], True, False
+            elif in_command and name in own:
+                key, takes_value, repeatable = own[name]
+            else:
+                i += 1
+                continue
+            if not repeatable:
+                counts[key] = counts.get(key, 0) + 1
+            if takes_value and not joined:
                 i += 1  # the option's value, whatever it looks like
+        elif not in_command and path and word == path[0]:
+            path.pop(0)
+            in_command = not path
         i += 1
-    repeatable = {f.name for f in tool.fields() if cli_of(f).parse or get_origin(_is_optional(hints[f.name])[0]) is list}
-    return [long_flag(f) for f in tool.fields() if seen.get(f.name, 0) > 1 and f.name not in repeatable]
-
-
-def _words_after_command(tool: Tool, args: list[str]) -> list[str]:
-    """The words after the tool's command path, past the global options before it."""
-    words = iter(args)
-    for word in words:
-        if word in GLOBAL_VALUE_OPTIONS:
-            next(words, None)
-        elif not word.startswith("-"):
-            path = [word, *[next(words, "") for _ in tool.cli[1:]]]
-            return list(words) if tuple(path) == tool.cli else []
-    return []
+    return [key for key, count in counts.items() if count > 1]
 
 
 def _version(value: bool) -> None:
@@ -191,6 +191,19 @@ def _parse_op_spec(text: str) -> int | str:
     return value
 
 
+def _int_parser(low: int | None, high: int) -> typing.Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a whole number") from None
+        if (low is not None and value < low) or value > high:
+            raise typer.BadParameter(f"{text} is out of range: from {low} to {high}")
+        return value
+
+    return parse
+
+
 def _is_optional(annotation: Any) -> tuple[Any, bool]:
     args = get_args(annotation)
     if get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
@@ -234,10 +247,14 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
     elif cli.parse in ("kv", "file") or get_origin(base) is list:
         py_type = list[str]
     elif base is int:
-        py_type = int
         # The bounds of `Annotated[int, Range(lo, hi)]`: the same ones pydantic holds the JSON doors to.
-        options["min"] = bounds.ge if bounds else None
-        options["max"] = bounds.le if bounds else MAX_INT
+        low, high = (bounds.ge, bounds.le) if bounds else (None, MAX_INT)
+        if high == MAX_INT:  # an op number or the like: bounded by SQLite, not worth a line of help
+            py_type = str
+            options["parser"] = _int_parser(low, high)
+        else:
+            py_type = int
+            options["min"], options["max"] = low, high
     else:
         py_type = base
     if f.default is not dataclasses.MISSING:
@@ -246,6 +263,10 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
         default = None if py_type == list[str] else f.default_factory()  # type: ignore[misc]
     else:
         default = inspect.Parameter.empty
+    if base is not bool and "metavar" not in options and get_origin(base) is not Literal:
+        options["metavar"] = "N" if base is int else f.name.upper()
+    if default not in (None, False, inspect.Parameter.empty) and not cli.positional:
+        options["show_default"] = True  # e.g. `-n, --limit N  ... [default: 50]`
     if cli.positional:
         info = typer.Argument(**options)
     else:
@@ -315,13 +336,31 @@ def _read_files(flag: str, paths: list[str]) -> dict[str, str]:
     return files
 
 
+# The global options are accepted after the command too (`swarmctl op log -R store`), as gh and
+# kubectl accept theirs; hidden there, since `swarmctl --help` documents them once.
+_LATE_GLOBALS = {
+    "late_repo": ("repo", Optional[str], typer.Option("--repo", "-R", metavar="PATH", hidden=True)),
+    "late_actor": ("actor", Optional[str], typer.Option("--as", metavar="ACTOR", hidden=True)),
+    "late_output": ("output", Optional[Literal["json", "table"]], typer.Option("--output", "-o", hidden=True)),
+    "late_color": ("color", Optional[Literal["auto", "always", "never"]], typer.Option("--color", hidden=True)),
+}
+
+
 def _command(tool: Tool) -> typing.Callable[..., None]:
     hints = typing.get_type_hints(tool.request, include_extras=True)
     params = [inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
     params += [_param(f, hints[f.name]) for f in tool.fields()]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
+        for name, (_, kind, option) in _LATE_GLOBALS.items()
+    ]
 
     def command(cli_ctx: typer.Context, **values: Any) -> None:
         from swarmctl.cli import invoke
+
+        for name, (attribute, _, _) in _LATE_GLOBALS.items():
+            if (given := values.pop(name)) is not None:
+                setattr(cli_ctx.obj, attribute, given)
 
         def request() -> Any:
             if twice := options_given_twice(tool, cli_ctx.obj.args):
@@ -333,7 +372,7 @@ def _command(tool: Tool) -> typing.Callable[..., None]:
                 )
             return _request_from_cli(tool, values)
 
-        invoke(tool, cli_ctx.obj, request)
+        invoke(tool, cli_ctx.obj, request, usage=cli_ctx.get_usage())
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__name__ = tool.name

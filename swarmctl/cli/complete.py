@@ -7,12 +7,14 @@ from typing import Any, Callable, Iterator
 
 import typer
 
+from swarmctl.names import short_id
+
 
 def _store(ctx: typer.Context):
     from swarmctl.context import Context
 
     root = ctx.find_root()
-    repo = root.params.get("repo") if root is not None else None
+    repo = ctx.params.get("late_repo") or (root.params.get("repo") if root is not None else None)
     return Context(repo=repo).store()
 
 
@@ -27,12 +29,13 @@ def _safely(source: Callable[[typer.Context, str], Iterator[tuple[str, str]]]):
 
 
 def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import queries
+
     store = _store(ctx)
     with store.read() as conn:
-        rows = conn.execute("SELECT op, actor, description FROM ops ORDER BY op DESC LIMIT 50").fetchall()
+        rows = queries.ops_numbered(conn, incomplete, limit=50)
     for op, actor, description in rows:
-        if str(op).startswith(incomplete):
-            yield str(op), f"{actor}: {description}"
+        yield str(op), f"{actor}: {description}"
     if "@".startswith(incomplete):
         yield "@", "the newest op by you (--as)"
 
@@ -43,18 +46,17 @@ def _refs(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     store = _store(ctx)
     with store.read() as conn:
         for ref in queries.list_refs(conn, incomplete or None):
-            yield ref["name"], ref["target"][:12]
+            yield ref["name"], short_id(ref["target"])
 
 
 def _changesets(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import queries
+
     store = _store(ctx)
     with store.read() as conn:
-        rows = conn.execute(
-            "SELECT id, message FROM changesets WHERE id >= ? AND id < ? ORDER BY at DESC LIMIT 50",
-            (incomplete, incomplete + "g"),
-        ).fetchall()
+        rows = queries.changesets_with_prefix(conn, incomplete, limit=50)
     for cid, message in rows:
-        yield cid[:12], message.splitlines()[0] if message else ""
+        yield short_id(cid), message.splitlines()[0] if message else ""
     yield from _refs(ctx, incomplete)
 
 

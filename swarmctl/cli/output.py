@@ -18,7 +18,12 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if globals_.output == "table":
         from swarmctl.cli import tables
 
-        _write(tables.render(envelope, color=color))
+        try:
+            text = tables.render(envelope, color=color)
+        except Exception as exc:  # a bug in a renderer must not hide what the command did
+            print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
+            text = dumps(envelope) + "\n"
+        _write(text)
     elif sys.stdout.isatty() or globals_.color == "always":
         if color:
             _write(_highlighted(envelope))

@@ -13,8 +13,9 @@ _VERBS = {"run": "running", "rollback": "undoing"}
 
 
 class StepProgress:
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, color: bool = True) -> None:
         self.stream = stream
+        self.color = color
         self._progress: Any = None
         self._task: Any = None
         self._phase: str | None = None
@@ -36,7 +37,7 @@ class StepProgress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=Console(file=self.stream, stderr=True),
+                console=Console(file=self.stream, stderr=True, no_color=not self.color),
             )
             self._progress.start()
         phase = event["phase"]

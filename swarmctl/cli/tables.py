@@ -7,10 +7,14 @@ from typing import Any
 
 
 def render(envelope: dict[str, Any], *, color: bool) -> str:
+    """The envelope for people. Every string from the envelope is escaped first, so text that
+    looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
+    renderers put data into markup freely, and write literal brackets as `\\[`."""
     from rich.console import Console
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=color, no_color=not color, width=_width(), highlight=False)
+    envelope = _escaped(envelope)
     if not envelope["ok"]:
         error = envelope["error"]
         console.print(f"[bold red]{error['code']}[/]: {error['message']}", soft_wrap=True)
@@ -20,6 +24,18 @@ def render(envelope: dict[str, Any], *, color: bool) -> str:
     renderer = RENDERERS.get(envelope["op"], _generic)
     renderer(console, envelope["result"])
     return out.getvalue()
+
+
+def _escaped(value: Any) -> Any:
+    from rich.markup import escape
+
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    return value
 
 
 def _width() -> int:
@@ -216,14 +232,14 @@ def _blast_radius(console, result: dict[str, Any]) -> None:
         entries = radius[group]
         console.print(f"[bold]{group}[/] ({len(entries)})")
         for e in entries:
-            console.print(f"  {e['index']}. {e['step']} [{e['kind']}, {e['status']}] {_radius_detail(e)}", soft_wrap=True, markup=False)
+            console.print(f"  {e['index']}. {e['step']} \\[{e['kind']}, {e['status']}] {_radius_detail(e)}", soft_wrap=True)
     for group in ("blockers", "unmeasured"):
         entries = radius[group]
         console.print(f"[bold]{group}[/] ({len(entries)})")
         for e in entries:
-            console.print(f"  {e['code']}: {e['message']}", soft_wrap=True, markup=False)
+            console.print(f"  {e['code']}: {e['message']}", soft_wrap=True)
     for r in result.get("results") or []:
-        console.print(f"  {r['step']}: {r['status']}", soft_wrap=True, markup=False)
+        console.print(f"  {r['step']}: {r['status']}", soft_wrap=True)
     console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
 
 
@@ -240,17 +256,74 @@ def _radius_detail(e: dict[str, Any]) -> str:
 
 
 def _workflow_definition(console, result: dict[str, Any]) -> None:
-    console.print(result["toml"], markup=False, highlight=False, soft_wrap=True, end="")
+    console.print(result["toml"], highlight=False, soft_wrap=True, end="")
 
 
 def _generic(console, result: Any) -> None:
-    from rich.pretty import Pretty
+    """Any other result: its fields as a two-column table, nested values as indented lines."""
+    from rich.table import Table
 
-    console.print(Pretty(result, expand_all=True))
+    if not isinstance(result, dict):
+        console.print(_text(result), soft_wrap=True)
+        return
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in result.items():
+        table.add_row(key, _text(value))
+    console.print(table)
+
+
+def _text(value: Any) -> str:
+    """A value for people: scalars as words, nested objects and lists as indented lines."""
+    return "\n".join(_lines(value, "")) or "-"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _flat(value: Any) -> bool:
+    return not isinstance(value, (dict, list)) or (
+        isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+    )
+
+
+def _lines(value: Any, indent: str) -> list[str]:
+    if isinstance(value, list) and _flat(value):
+        return [indent + (", ".join(_scalar(v) for v in value) or "-")]
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            inner = _lines(item, indent + "  ")
+            lines += [indent + "- " + inner[0].lstrip(), *inner[1:]] if inner else [indent + "-"]
+        return lines
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if _flat(item):
+                lines.append(f"{indent}{key}: {_lines(item, '')[0]}")
+            else:
+                lines += [f"{indent}{key}:", *_lines(item, indent + "  ")]
+        return lines
+    return [indent + _scalar(value)]
+
+
+def _op_show(console, result: dict[str, Any]) -> None:
+    _ops_table(console, [result])
+    if result.get("changesets"):
+        console.print("created: " + ", ".join(_short(c) for c in result["changesets"]))
+    if result.get("undoes"):
+        console.print(f"undoes op {result['undoes']}")
 
 
 RENDERERS = {
     "op_log": _op_log,
+    "op_show": _op_show,
     "demo": _demo,
     "ref_list": _refs,
     "undo": _undo,

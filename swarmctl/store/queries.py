@@ -136,6 +136,30 @@ def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, lis
     return sql, [*params, q.limit + 1]
 
 
+def ops_numbered(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[int, str, str]]:
+    """(op, actor, description) of the newest ops whose number starts with `prefix`, for shell
+    completion. Numbers starting with 12 are 12, 120-129, 1200-1299, ...: one indexed range
+    each, newest first, so a prefix costs the same on a log of any length."""
+    newest = newest_op(conn) or 0
+    if prefix and (not prefix.isdigit() or prefix.startswith("0")):
+        return []
+    start, scale, ranges = int(prefix or 0), 1, []
+    if not prefix:
+        ranges = [(1, newest)]
+    while prefix and start * scale <= newest:
+        ranges.append((start * scale, min((start + 1) * scale - 1, newest)))
+        scale *= 10
+    found: list[tuple[int, str, str]] = []
+    for low, high in reversed(ranges):
+        found += conn.execute(
+            "SELECT op, actor, description FROM ops WHERE op BETWEEN ? AND ? ORDER BY op DESC LIMIT ?",
+            (low, high, limit - len(found)),
+        ).fetchall()
+        if len(found) >= limit:
+            break
+    return found
+
+
 def undos_of(conn: sqlite3.Connection, op: int) -> list[int]:
     return [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
 
@@ -226,6 +250,14 @@ def resolve_changeset(conn: sqlite3.Connection, prefix: str) -> str:
             hint="Give more hex digits of the id.",
         )
     return found[0]
+
+
+def changesets_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[str, str]]:
+    """(id, message) of changesets whose id starts with `prefix`, newest first (completion)."""
+    return conn.execute(
+        "SELECT id, message FROM changesets WHERE id >= ? AND id < ? ORDER BY at DESC LIMIT ?",
+        (prefix, prefix + "g", limit),
+    ).fetchall()
 
 
 def changeset_row(conn: sqlite3.Connection, cid: str) -> dict[str, Any] | None:

@@ -122,7 +122,8 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     ref = names.check_ref_name(req.ref) if req.ref is not None else None
     store = ctx.store()
     with store.write(actor) as w:
-        parents = [resolve_changeset(ctx, w.conn, p) for p in req.parents]
+        # A parent named twice (by id and by a ref, say) is one parent.
+        parents = list(dict.fromkeys(resolve_changeset(ctx, w.conn, p) for p in req.parents))
         current = w.ref_target(ref) if ref else None
         if not req.parents and current:
             parents = [current]

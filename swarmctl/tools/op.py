@@ -175,7 +175,7 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
     removed.
     """
-    actor = ctx.require_actor()
+    actor = ctx.require_actor("an undo is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
     store = ctx.store()
     if req.dry_run:
         with store.read() as conn:

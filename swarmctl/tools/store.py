@@ -25,7 +25,11 @@ class DemoResult:
 
 @request_type
 class InitReq:
-    path: str = arg(description="The directory to make a store in (created if missing).", cli=Cli(positional=True, metavar="PATH"))
+    path: str = arg(
+        description="The directory to make a store in (created if missing).",
+        min_length=1,
+        cli=Cli(positional=True, metavar="PATH"),
+    )
 
 
 @request_type
@@ -33,6 +37,7 @@ class DemoReq:
     path: str = arg(
         "demo-store",
         description="The directory for the demo store (created; must not be a store yet).",
+        min_length=1,
         cli=Cli(positional=True, metavar="PATH"),
     )
 
