@@ -11,6 +11,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
+from swarmctl.store import conflicts, queries
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
 
 DEFAULT_LOCK_TIMEOUT_S = 10.0
@@ -393,8 +394,7 @@ class Writer:
         self.op: int | None = None
 
     def ref_target(self, name: str) -> str | None:
-        row = self.conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else None
+        return queries.ref_target(self.conn, name)
 
     def append_op(
         self,
@@ -407,18 +407,11 @@ class Writer:
         """Append the op and apply its moves, each by compare-and-swap: all of them or none."""
         if self.op is not None:
             raise RuntimeError("one op per transaction")
-        conflicts = [
-            {"name": m.name, "expected": m.old, "actual": actual}
-            for m in moves
-            if (actual := self.ref_target(m.name)) != m.old
-        ]
-        if conflicts:
-            raise SwarmError(
-                "E_CAS_MISMATCH",
-                "refs moved under the operation: " + ", ".join(c["name"] for c in conflicts),
-                details={"conflicts": conflicts},
-                hint="Nothing was written. Re-read the refs and try again.",
-            )
+        # A guard: every caller reads the refs inside this transaction, so a conflict here is a
+        # bug in the caller (the tools check first, to say more in their own error).
+        found = conflicts.find(self.conn, moves, since=None)
+        if found:
+            raise conflicts.cas_mismatch(found)
         cur = self.conn.execute(
             "INSERT INTO ops(kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?)",
             (kind, self.actor, self.at, description, undoes),

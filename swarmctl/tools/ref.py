@@ -5,7 +5,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
-from swarmctl.store import Move, queries
+from swarmctl.store import Move, conflicts, queries
 from swarmctl.tools.common import resolve_changeset
 
 
@@ -85,10 +85,10 @@ class RefShowReq:
 
 
 def _cas_error(name: str, expected: str | None, actual: str | None, last_op: int | None) -> SwarmError:
-    return SwarmError(
-        "E_CAS_MISMATCH",
+    """`last_op`: the op that last moved the ref (its row's `op`; None: the ref is absent)."""
+    return conflicts.cas_mismatch(
+        [conflicts.Conflict(name, expected, actual, [last_op] if last_op is not None else [])],
         f"ref {name} names {names.short_id(actual)}, not the expected {names.short_id(expected)}; nothing was written",
-        details={"conflicts": [{"name": name, "expected": expected, "actual": actual, "moved_by": [last_op] if last_op else []}]},
         hint=f"Re-read {name} with `swarmctl ref show {name}` and decide again.",
     )
 
