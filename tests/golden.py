@@ -2,7 +2,7 @@
 keeps snapshots as plain text files in the top-level `snapshots/` folder.
 
 What differs from run to run is replaced, as in the reference pages: the test's temporary
-directory by [tmp], changeset ids (full, or the 12-digit short form) by [c1], [c2], ... in
+directory by [tmp], changeset ids (full, or the short form names.short_id prints) by [c1], [c2], ... in
 order of first appearance, a shorter prefix of a changeset id seen in the transcript (as a user
 types one: `ref set main 3f9a1c`) by its id's placeholder and its length ([c1:6]), times by [at],
 elapsed_ms by "[elapsed_ms]", the version by [version], workflow ids by [w1], [w2], ...,
@@ -18,13 +18,16 @@ from pathlib import Path
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from swarmctl import __version__
+from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, SHORT_ID_LEN
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
 
-_HEX_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{12}(?:[0-9a-f]{52})?(?![0-9a-zA-Z])")
-_FULL_ID = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{64}(?![0-9a-zA-Z])")
-_HEX_WORD = re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{4,63}(?![0-9a-zA-Z])")
+# Changeset ids: full, short (as names.short_id prints them), and any shorter prefix a user types.
+_ALONE = r"(?<![0-9a-zA-Z]){}(?![0-9a-zA-Z])"
+_HEX_ID = re.compile(_ALONE.format(f"[0-9a-f]{{{SHORT_ID_LEN}}}(?:[0-9a-f]{{{ID_HEX_LEN - SHORT_ID_LEN}}})?"))
+_FULL_ID = re.compile(_ALONE.format(f"[0-9a-f]{{{ID_HEX_LEN}}}"))
+_HEX_WORD = re.compile(_ALONE.format(f"[0-9a-f]{{{MIN_PREFIX_LEN},{ID_HEX_LEN - 1}}}"))
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _ELAPSED = re.compile(r'("elapsed_ms":\s*)\d+')
 _CORRELATION = re.compile(r"correlation id [0-9a-f]{12}|(\"correlation_id\":\s*\")[0-9a-f]{12}")
@@ -47,7 +50,7 @@ class Normalizer:
         self.full_ids: set[str] = set()
 
     def _id(self, match: re.Match) -> str:
-        return self._placeholder(match.group()[:12])
+        return self._placeholder(match.group()[:SHORT_ID_LEN])
 
     def _placeholder(self, key: str) -> str:
         if key not in self.ids:
@@ -65,9 +68,9 @@ class Normalizer:
 
     def _prefix(self, match: re.Match) -> str:
         word = match.group()
-        if len(word) == 12:
+        if len(word) == SHORT_ID_LEN:
             return word  # a short id: _HEX_ID's
-        owners = {full[:12] for full in self.full_ids if full.startswith(word)}
+        owners = {full[:SHORT_ID_LEN] for full in self.full_ids if full.startswith(word)}
         if len(owners) != 1:
             return word  # not a prefix of one id seen: leave it
         return self._placeholder(owners.pop())[:-1] + f":{len(word)}]"

@@ -463,6 +463,21 @@ def test_concurrent_begins_by_one_actor_open_one_transaction(store):
         assert conn.execute("SELECT COUNT(*) FROM txs WHERE actor = ?", (ALICE,)).fetchone() == (1,)
 
 
+def test_the_schema_spells_the_states_of_txs_py_and_open_tx_uses_its_index(store):
+    """The DDL repeats txs.STATES and txs.OPEN_STATES as literals (it is the stored format)."""
+    from swarmctl.store import txs
+    from swarmctl.store.schema import SCHEMA
+
+    def sql_list(states):
+        return ", ".join(f"'{s}'" for s in states)
+
+    assert f"CHECK (state IN ({sql_list(txs.STATES)}))" in SCHEMA
+    assert f"CREATE UNIQUE INDEX txs_open ON txs(actor) WHERE state IN ({sql_list(txs.OPEN_STATES)});" in SCHEMA
+    with _db(store) as conn:
+        plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT tx FROM txs WHERE actor = ? AND {txs._OPEN}", (ALICE,))
+        assert "USING INDEX txs_open" in " ".join(row[-1] for row in plan)
+
+
 def test_annotations_and_descriptions(store):
     from swarmctl import registry
 

@@ -12,7 +12,7 @@ from typing import Iterator, NamedTuple, Sequence
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, queries
-from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, OP_KINDS, SCHEMA
 
 DEFAULT_LOCK_TIMEOUT_S = 10.0
 
@@ -407,6 +407,8 @@ class Writer:
         """Append the op and apply its moves, each by compare-and-swap: all of them or none."""
         if self.op is not None:
             raise RuntimeError("one op per transaction")
+        if kind not in OP_KINDS:
+            raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
         # A guard: every caller reads the refs inside this transaction, so a conflict here is a
         # bug in the caller (the tools check first, to say more in their own error).
         found = conflicts.find(self.conn, moves, since=None)

@@ -8,17 +8,12 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
 from swarmctl.store import Move, Writer, conflicts, queries
+from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
 
-OpKind = Literal[
-    "init",
-    "changeset_create",
-    "ref_set",
-    "ref_delete",
-    "tx_commit",
-    "undo",
-    "workflow_step",
-]
+# Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
+# tests/test_op_log.py checks that the two agree.
+OpKind = Literal[OP_KINDS]  # type: ignore[valid-type]
 
 
 # --- result types ----------------------------------------------------------------------------
