@@ -34,7 +34,7 @@ from golden import Normalizer
 from mcp_client import McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
-from swarmctl.gen.examples import WORKFLOW, fill, write_files
+from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
 from swarmctl.store.schema import DB_FILE
 
 ACTOR = "agent/worker-17"
@@ -65,23 +65,11 @@ STAGE_V2 = ("tx", "set", "release/v2", "main")
 DELETE_V1 = ("tx", "delete", "release/v1")
 MOVE_V1 = ("changeset", "create", "-m", "Hotfix on v1", "--ref", "release/v1")  # op 7: the store moves under a tx
 
-# Workflows: release.toml (a store step, a gate, a command with a rollback), broken.toml (a
-# command that fails) and the real scripts they run, in the working directory.
+# Workflows: release.toml (a store step, a gate, a command with a rollback) and its scripts, as
+# the reference pages' examples use them, and broken.toml (a command that fails) with its
+# script, in the working directory.
 FLOWS = {
-    "release.toml": """\
-name = "release-v2"
-[[step]]
-name = "promote"
-ref_set = { name = "release/v2", to = "main" }
-[[step]]
-name = "sign-off"
-approval = "release manager approves"
-[[step]]
-name = "deploy"
-run = ["./deploy.sh", "--env", "prod"]
-rollback = ["./undeploy.sh", "--env", "prod"]
-timeout_s = 60
-""",
+    **RELEASE,
     "broken.toml": """\
 name = "broken"
 [[step]]
@@ -92,8 +80,6 @@ name = "check"
 run = ["./check.sh"]
 timeout_s = 60
 """,
-    "deploy.sh": '#!/bin/sh\necho "deployed to $2"\n',
-    "undeploy.sh": '#!/bin/sh\necho "removed from $2"\n',
     "check.sh": '#!/bin/sh\necho "check.sh: the target refused" >&2\nexit 3\n',
 }
 RUN = ("workflow", "run", "release.toml")

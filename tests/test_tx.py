@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_golden_store, swarmctl_argv
+from core_helpers import paused_at_commit
 
 # Seeds the random tests (read here: the `sw` fixture clears SWARMCTL_* variables).
 SEED = int(os.environ.get("SWARMCTL_TEST_SEED", "20261130"))
@@ -572,22 +573,17 @@ def test_op_log_does_not_import_the_tx_area(store):
         f"run(['--repo', {str(store.store)!r}, 'op', 'log', '-n', '1']); "
         "print('swarmctl.tools.tx' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=store.env)
     assert proc.stderr.strip().splitlines()[-1] == "False False", proc.stderr
 
 
 # --- real processes: races and kills ---------------------------------------------------------
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_")}
-    return {**env, **extra}
-
-
-def _start(sw, actor: str, *args: str, **env: str) -> subprocess.Popen:
+def _start(sw, actor: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*swarmctl_argv(), "--repo", str(sw.store), "--as", actor, *args],
-        env=_env(**env),
+        env=sw.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -621,27 +617,16 @@ def test_commits_by_two_processes_on_overlapping_refs_one_wins(store):
         assert store.tx("rollback", actor=loser).result["state"] == "OutOfDate"
 
 
-def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_open(store, tmp_path):
+def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_open(store):
     """SIGKILL at a known point: all of the commit's work done, COMMIT not yet run."""
     targets = {f"kill/{i}": store.ids["base"][:12] for i in range(5)}
     _stage_many(store, targets)
     before, op = refs(store), newest_op(store)
-    marker = tmp_path / "paused"
-    proc = _start(store, ALICE, "tx", "commit", SWARMCTL_FAULT=f"pause-before-commit:{marker}")
-    try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the commit never reached its pause"
-            time.sleep(0.01)
+    with paused_at_commit(store, "--repo", str(store.store), "--as", ALICE, "tx", "commit") as proc:
         # Paused inside its write transaction: a reader still sees the store as it was.
         assert store.tx("status").result["state"] == "Active"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert refs(store) == before and newest_op(store) == op
     status = store.tx("status").result

@@ -7,10 +7,11 @@ store in a temporary directory, as agent/worker-17, and its result is built by
 by the normaliser the golden tests use too (swarmctl/gen/normalize.py), so the pages change
 only when the output does.
 
-Two things here are shared with the parity cases (tests/test_parity.py), which set up a store
-the same way: `write_files` (a file whose text starts with `#!` is a script, written
-executable) and `fill`, which replaces the placeholder "{workflow}" in command-line words and
-arguments by the id of the store's newest workflow. Workflow ids are random, so a call that
+Three things here are shared with the parity cases (tests/test_parity.py), which set up a store
+the same way: the workflow RELEASE (release.toml and its scripts), `write_files` (a file whose
+text starts with `#!` is a script, written executable) and `fill`, which replaces the
+placeholder "{workflow}" in command-line words and arguments by the id of the store's newest
+workflow. Workflow ids are random, so a call that
 names the workflow its setup created says "{workflow}"; the placeholder is filled just before
 each call (a setup call too), from the store as it is then.
 """
