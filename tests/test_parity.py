@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,12 +29,12 @@ import jsonschema
 import pytest
 
 from conftest import Swarm, build_golden_store
+from core_helpers import op_count, refs
 from golden import Normalizer
 from mcp_client import McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
 from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
-from swarmctl.store.schema import DB_FILE
 
 ACTOR = "agent/worker-17"
 
@@ -338,11 +337,4 @@ def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir
 
 
 def _store_state(store: Path) -> tuple[Any, ...]:
-    conn = sqlite3.connect(f"{(store / DB_FILE).as_uri()}?mode=ro", uri=True)
-    try:
-        return (
-            conn.execute("SELECT max(op) FROM ops").fetchone(),
-            conn.execute("SELECT name, target FROM refs ORDER BY name").fetchall(),
-        )
-    finally:
-        conn.close()
+    return op_count(store), refs(store)

@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_golden_store, swarmctl_argv
-from core_helpers import paused_at_commit
+from core_helpers import connect, paused_at_commit
 
 # Seeds the random tests (read here: the `sw` fixture clears SWARMCTL_* variables).
 SEED = int(os.environ.get("SWARMCTL_TEST_SEED", "20261130"))
@@ -460,7 +459,7 @@ def test_concurrent_begins_by_one_actor_open_one_transaction(store):
     procs = [_start(store, ALICE, "tx", "begin") for _ in range(4)]
     envelopes = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
     assert sorted("ok" if e["ok"] else e["error"]["code"] for e in envelopes) == ["E_STATE"] * 3 + ["ok"]
-    with _db(store) as conn:
+    with connect(store.store) as conn:
         assert conn.execute("SELECT COUNT(*) FROM txs WHERE actor = ?", (ALICE,)).fetchone() == (1,)
 
 
@@ -474,7 +473,7 @@ def test_the_schema_spells_the_states_of_txs_py_and_open_tx_uses_its_index(store
 
     assert f"CHECK (state IN ({sql_list(txs.STATES)}))" in SCHEMA
     assert f"CREATE UNIQUE INDEX txs_open ON txs(actor) WHERE state IN ({sql_list(txs.OPEN_STATES)});" in SCHEMA
-    with _db(store) as conn:
+    with connect(store.store) as conn:
         plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT tx FROM txs WHERE actor = ? AND {txs._OPEN}", (ALICE,))
         assert "USING INDEX txs_open" in " ".join(row[-1] for row in plan)
 
@@ -596,10 +595,6 @@ def _stage_many(sw, refs_to: dict[str, str], actor: str = ALICE) -> None:
         assert sw.tx("set", name, target, actor=actor).exit == 0
 
 
-def _db(sw) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{sw.store / 'swarmops.db'}?mode=ro", uri=True)
-
-
 def test_commits_by_two_processes_on_overlapping_refs_one_wins(store):
     base = store.ids["base"][:12]
     for round_ in range(3):
@@ -631,7 +626,7 @@ def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_op
     assert refs(store) == before and newest_op(store) == op
     status = store.tx("status").result
     assert (status["state"], status["revision"], status["can_commit"]) == ("Active", 5, True)
-    with _db(store) as conn:
+    with connect(store.store) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     commit = store.tx("commit").result
     assert commit["op"] == op + 1 and len(commit["ref_moves"]) == 5
@@ -668,6 +663,6 @@ def test_commits_killed_at_random_times_are_all_or_nothing(store):
             assert newest_op(store) == op and now == before
             assert (status["state"], status["revision"]) == ("Active", 6)
             assert store.tx("rollback").result["state"] == "Ready"
-        with _db(store) as conn:
+        with connect(store.store) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     print("random kills:", outcomes)

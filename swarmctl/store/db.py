@@ -27,6 +27,15 @@ from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, OP_KINDS, SCHEMA
 _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
 
 
+def _already_a_store(path: Path, why: str = "") -> SwarmError:
+    return SwarmError(
+        "E_STATE",
+        f"there is already a store at {path}{why}",
+        details={"path": str(path)},
+        hint="Use it with --repo, or choose another directory.",
+    )
+
+
 def _remove_abandoned_inits(path: Path) -> None:
     """Remove what an `init` killed half-way left behind (its process is gone)."""
     for leftover in path.glob(f"{DB_FILE}.init-*"):
@@ -103,12 +112,7 @@ class Store:
         """A new store whose op 1 is its `init`, by `actor`."""
         path = path.resolve()
         if is_store(path):
-            raise SwarmError(
-                "E_STATE",
-                f"there is already a store at {path}",
-                details={"path": str(path)},
-                hint="Use it with --repo, or choose another directory.",
-            )
+            raise _already_a_store(path)
         if path.exists() and not path.is_dir():
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
         try:
@@ -140,12 +144,7 @@ class Store:
             try:
                 os.link(tmp, path / DB_FILE)
             except FileExistsError:
-                raise SwarmError(
-                    "E_STATE",
-                    f"there is already a store at {path} (made by another process just now)",
-                    details={"path": str(path)},
-                    hint="Use it with --repo, or choose another directory.",
-                ) from None
+                raise _already_a_store(path, " (made by another process just now)") from None
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)
