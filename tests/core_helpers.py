@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
-from conftest import SUBPROCESS, Swarm, build_golden_store
+from conftest import SUBPROCESS, Swarm, build_golden_store, swarmctl_argv
 
 from swarmctl import names
 from swarmctl.store.check import check_store
@@ -26,6 +30,16 @@ def frozen_clock(monkeypatch):
         pytest.skip("a frozen clock needs commands run in this process")
     monkeypatch.setattr(names, "now", lambda: FROZEN)
     return FROZEN
+
+
+# The golden example of reference/swarmops-undo.md: `op undo 6` on the store of
+# build_golden_store, as the agent. Its envelope, normalised, byte for byte as the page shows it
+# (the CLI's line, and the text of the MCP result's content block).
+UNDO_REFERENCE_TEXT = (
+    '{"ok":true,"op":"undo","api":1,"result":{"undone":6,"op":7,"ref_moves":[{"name":"release/v1",'
+    '"new":"[c1]","actor":"agent/worker-17","at":"[at]"}],"already_applied":false},'
+    '"meta":{"repo":"[tmp]/store","elapsed_ms":"[elapsed_ms]","resolved":{},"auth":"trust"}}'
+)
 
 
 def as_(sw: Swarm, actor: str) -> tuple[str, ...]:
@@ -85,3 +99,33 @@ def file_digests(store: Path) -> dict[str, str]:
         data = path.read_bytes() if path.exists() else b""
         digests[name] = hashlib.sha256(data).hexdigest() if data else "empty"
     return digests
+
+
+@contextmanager
+def paused_at_commit(sw: Swarm, *args: str) -> Iterator[subprocess.Popen]:
+    """`swarmctl ARGS` as a real process, once it has stopped just before its COMMIT
+    (SWARMCTL_FAULT=pause-before-commit, see CONTRIBUTING.md): everything of its change written,
+    nothing committed, the write lock held. The block kills it, or runs others against the lock;
+    leaving the block kills it if it still runs, and reaps it."""
+    flag = sw.tmp / f"paused-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *args],
+        cwd=sw.tmp,
+        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (flag.exists() and flag.read_text()):  # created, then its pid written
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the process never reached its commit"
+            time.sleep(0.005)
+        assert int(flag.read_text()) == proc.pid
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE, AGENT, as_, file_digests, op_count, problems, refs
+from core_helpers import ALICE, AGENT, as_, file_digests, op_count, paused_at_commit, problems, refs
 from conftest import build_golden_store, swarmctl_argv
 
 from swarmctl.store import Move, Store
@@ -75,22 +75,9 @@ def test_undo_killed_before_commit_writes_none_of_its_moves(sw):
 
 def kill_at_commit(sw, *args: str) -> int:
     """Run swarmctl with the fault hook, SIGKILL it while it waits before COMMIT; its status."""
-    flag = sw.tmp / f"paused-{time.monotonic_ns()}"
-    proc = subprocess.Popen(
-        [*swarmctl_argv(), *args],
-        cwd=sw.tmp,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while not flag.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "never reached the commit"
-        time.sleep(0.005)
-    assert int(flag.read_text()) == proc.pid
-    proc.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate()
+    with paused_at_commit(sw, *args) as proc:
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
     assert out == b""  # it printed nothing: no envelope claims a change that is not there
     return proc.returncode
 
@@ -360,18 +347,7 @@ def test_two_inits_of_one_directory_at_once(sw):
 
 
 def test_init_killed_half_way_leaves_no_store(sw):
-    flag = sw.tmp / "paused"
-    proc = subprocess.Popen(
-        [*swarmctl_argv(), "--as", ALICE, "init", str(sw.store)],
-        cwd=sw.tmp, env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while not flag.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
-    proc.kill()
-    proc.communicate()
+    assert kill_at_commit(sw, "--as", ALICE, "init", str(sw.store)) == -signal.SIGKILL
     assert not (sw.store / "swarmops.db").exists()
     assert sw("--repo", str(sw.store), "op", "log").error["code"] == "E_NOT_A_REPO"
     # The next init cleans up after the killed one.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, file_digests, op_count
+from core_helpers import AGENT, ALICE, as_, file_digests, op_count, paused_at_commit
 from conftest import build_golden_store, swarmctl_argv
 
 
@@ -357,35 +357,14 @@ def test_store_this_user_may_not_write(sw, shared_dir):
 # --- a store locked by another process ----------------------------------------------------------
 
 
-def pause_before_commit(sw, flag: Path, *args: str) -> subprocess.Popen:
-    """Start swarmctl with the fault hook: it stops holding the write lock, just before COMMIT."""
-    proc = subprocess.Popen(
-        [*swarmctl_argv(), *args],
-        cwd=sw.tmp,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while not flag.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the paused process never reached its commit"
-        time.sleep(0.01)
-    return proc
-
-
 def test_busy_store(sw, golden):
     ids = build_golden_store(sw)
-    holder = pause_before_commit(sw, sw.tmp / "paused", *as_(sw, ALICE), "ref", "set", "held", "main")
-    try:
+    with paused_at_commit(sw, *as_(sw, ALICE), "ref", "set", "held", "main"):
         started = time.monotonic()
         busy = sw(*as_(sw, AGENT), "ref", "set", "release/v2", "main", env={"SWARMCTL_LOCK_TIMEOUT": "0.3"})
         waited = time.monotonic() - started
         # Reads are not blocked by a writer (WAL): they see the store as of the last commit.
         read = sw("--repo", str(sw.store), "ref", "show", "release/v1")
-    finally:
-        holder.kill()
-        holder.wait()
     assert (busy.exit, busy.error["code"]) == (8, "E_BUSY")
     assert 0.3 <= waited < 5
     assert read.result["target"] == ids["fix"]

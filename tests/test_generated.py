@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,20 @@ def test_committed_generated_files_are_up_to_date(generated):
     assert not (missing or extra or stale), f"generated files are out of date ({FIX}):\n" + "\n".join(
         [f"  missing: {p}" for p in missing] + [f"  no longer generated: {p}" for p in extra] + [f"  stale: {p}" for p in stale]
     )
+
+
+def test_the_generators_import_nothing_of_the_tests():
+    """The package normalises its examples itself (swarmctl/gen/normalize.py): no test module,
+    no test dependency."""
+    code = (
+        "import sys\n"
+        "from swarmctl import registry\n"
+        "from swarmctl.gen import examples\n"
+        "assert '[tmp]/store' in examples.record(registry.get('ref_list')).command\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('syrupy', 'golden', 'pytest')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_what_ships_covers_every_command_and_tool(generated):

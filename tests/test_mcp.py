@@ -8,55 +8,25 @@ import jsonschema
 import pytest
 
 from conftest import build_golden_store
+from core_helpers import UNDO_REFERENCE_TEXT
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarmctl import registry, schemas
 from swarmctl.mcp import arguments_named_twice, read_frame
 
 # The MCP example of reference/swarmops-undo.md: the request, and the response after
-# normalisation (a name in square brackets stands for what differs from run to run).
+# normalisation (a name in square brackets stands for what differs from run to run): the
+# envelope as structuredContent and again as the text of its one content block.
 REFERENCE_REQUEST = {"id": 20, "jsonrpc": "2.0", "method": "tools/call", "params": {"arguments": {"op": 6}, "name": "undo"}}
-REFERENCE_RESPONSE = json.loads(
-    r"""
-{
-  "id": 20,
-  "jsonrpc": "2.0",
-  "result": {
-    "content": [
-      {
-        "text": "{\"ok\":true,\"op\":\"undo\",\"api\":1,\"result\":{\"undone\":6,\"op\":7,\"ref_moves\":[{\"name\":\"release/v1\",\"new\":\"[c1]\",\"actor\":\"agent/worker-17\",\"at\":\"[at]\"}],\"already_applied\":false},\"meta\":{\"repo\":\"[tmp]/store\",\"elapsed_ms\":\"[elapsed_ms]\",\"resolved\":{},\"auth\":\"trust\"}}",
-        "type": "text"
-      }
-    ],
-    "isError": false,
-    "structuredContent": {
-      "api": 1,
-      "meta": {
-        "auth": "trust",
-        "elapsed_ms": "[elapsed_ms]",
-        "repo": "[tmp]/store",
-        "resolved": {}
-      },
-      "ok": true,
-      "op": "undo",
-      "result": {
-        "already_applied": false,
-        "op": 7,
-        "ref_moves": [
-          {
-            "actor": "agent/worker-17",
-            "at": "[at]",
-            "name": "release/v1",
-            "new": "[c1]"
-          }
-        ],
-        "undone": 6
-      }
-    }
-  }
+REFERENCE_RESPONSE = {
+    "id": 20,
+    "jsonrpc": "2.0",
+    "result": {
+        "content": [{"text": UNDO_REFERENCE_TEXT, "type": "text"}],
+        "isError": False,
+        "structuredContent": json.loads(UNDO_REFERENCE_TEXT),
+    },
 }
-"""
-)
 
 
 def normalized_response(response: dict, normalize: Normalizer) -> dict:

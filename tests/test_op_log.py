@@ -127,3 +127,27 @@ def test_op_show(sw, golden):
     assert show_moved.result["undone_by"] == 10 and show_undo.result["undoes"] == 6
     assert mine.envelope["meta"]["resolved"] == {"@": 9}
     assert sw.transcript(show_moved, show_undo, show_created, show_init, mine) == golden
+
+
+def test_op_kinds_live_in_one_place_and_append_op_refuses_others(sw):
+    import typing
+
+    import pytest
+
+    from swarmctl.schemas import json_schema
+    from swarmctl.store import Store
+    from swarmctl.store.schema import OP_KINDS
+    from swarmctl.tools.op import OpKind, OpLogReq
+
+    assert typing.get_args(OpKind) == OP_KINDS
+    kind = json_schema(OpLogReq)["properties"]["kind"]
+    assert [s for s in kind["anyOf"] if "enum" in s][0]["enum"] == list(OP_KINDS)
+    build_log_store(sw)
+    store = Store.open(sw.store)
+    try:
+        with pytest.raises(RuntimeError, match="unknown op kind 'ref_move'"):
+            with store.write(ALICE) as w:
+                w.append_op("ref_move", "a kind no one declared")
+        assert store.conn.execute("SELECT MAX(op) FROM ops").fetchone() == (9,)
+    finally:
+        store.close()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,12 +29,12 @@ import jsonschema
 import pytest
 
 from conftest import Swarm, build_golden_store
+from core_helpers import op_count, refs
 from golden import Normalizer
 from mcp_client import McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
-from swarmctl.gen.examples import WORKFLOW, fill, write_files
-from swarmctl.store.schema import DB_FILE
+from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
 
 ACTOR = "agent/worker-17"
 
@@ -65,23 +64,11 @@ STAGE_V2 = ("tx", "set", "release/v2", "main")
 DELETE_V1 = ("tx", "delete", "release/v1")
 MOVE_V1 = ("changeset", "create", "-m", "Hotfix on v1", "--ref", "release/v1")  # op 7: the store moves under a tx
 
-# Workflows: release.toml (a store step, a gate, a command with a rollback), broken.toml (a
-# command that fails) and the real scripts they run, in the working directory.
+# Workflows: release.toml (a store step, a gate, a command with a rollback) and its scripts, as
+# the reference pages' examples use them, and broken.toml (a command that fails) with its
+# script, in the working directory.
 FLOWS = {
-    "release.toml": """\
-name = "release-v2"
-[[step]]
-name = "promote"
-ref_set = { name = "release/v2", to = "main" }
-[[step]]
-name = "sign-off"
-approval = "release manager approves"
-[[step]]
-name = "deploy"
-run = ["./deploy.sh", "--env", "prod"]
-rollback = ["./undeploy.sh", "--env", "prod"]
-timeout_s = 60
-""",
+    **RELEASE,
     "broken.toml": """\
 name = "broken"
 [[step]]
@@ -92,8 +79,6 @@ name = "check"
 run = ["./check.sh"]
 timeout_s = 60
 """,
-    "deploy.sh": '#!/bin/sh\necho "deployed to $2"\n',
-    "undeploy.sh": '#!/bin/sh\necho "removed from $2"\n',
     "check.sh": '#!/bin/sh\necho "check.sh: the target refused" >&2\nexit 3\n',
 }
 RUN = ("workflow", "run", "release.toml")
@@ -352,11 +337,4 @@ def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir
 
 
 def _store_state(store: Path) -> tuple[Any, ...]:
-    conn = sqlite3.connect(f"{(store / DB_FILE).as_uri()}?mode=ro", uri=True)
-    try:
-        return (
-            conn.execute("SELECT max(op) FROM ops").fetchone(),
-            conn.execute("SELECT name, target FROM refs ORDER BY name").fetchall(),
-        )
-    finally:
-        conn.close()
+    return op_count(store), refs(store)

@@ -2,11 +2,10 @@
 and reads need no write lock (they run while a writer holds it)."""
 
 import subprocess
-import time
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count
+from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count, paused_at_commit
 from conftest import swarmctl_argv
 
 
@@ -52,26 +51,11 @@ def test_reads_need_no_write_lock(sw):
     """With a writer paused inside its transaction, every read still answers at once, from the
     last commit (SWARMCTL_LOCK_TIMEOUT=0: a read that wanted the lock would fail E_BUSY)."""
     ids = build_log_store(sw)
-    flag = sw.tmp / "paused"
-    holder = subprocess.Popen(
-        [*swarmctl_argv(), *as_(sw, ALICE), "ref", "set", "main", ids["base"]],
-        cwd=sw.tmp,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not flag.exists():
-            assert holder.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
+    with paused_at_commit(sw, *as_(sw, ALICE), "ref", "set", "main", ids["base"]):
         for command in read_commands(sw, ids):
             ran = sw(*command, env={"SWARMCTL_LOCK_TIMEOUT": "0"})
             assert ran.exit in (0, 7), ran.transcript()
         assert sw.ok("--repo", str(sw.store), "ref", "show", "main")["target"] == ids["fix"]
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.parametrize("command", [("op", "log"), ("ref", "list"), ("op", "show", "1")])

@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import build_golden_store, swarmctl_argv
+from core_helpers import connect, paused_at_commit
 
 # Seeds the random tests (read here: the `sw` fixture clears SWARMCTL_* variables).
 SEED = int(os.environ.get("SWARMCTL_TEST_SEED", "20261130"))
@@ -459,8 +459,23 @@ def test_concurrent_begins_by_one_actor_open_one_transaction(store):
     procs = [_start(store, ALICE, "tx", "begin") for _ in range(4)]
     envelopes = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
     assert sorted("ok" if e["ok"] else e["error"]["code"] for e in envelopes) == ["E_STATE"] * 3 + ["ok"]
-    with _db(store) as conn:
+    with connect(store.store) as conn:
         assert conn.execute("SELECT COUNT(*) FROM txs WHERE actor = ?", (ALICE,)).fetchone() == (1,)
+
+
+def test_the_schema_spells_the_states_of_txs_py_and_open_tx_uses_its_index(store):
+    """The DDL repeats txs.STATES and txs.OPEN_STATES as literals (it is the stored format)."""
+    from swarmctl.store import txs
+    from swarmctl.store.schema import SCHEMA
+
+    def sql_list(states):
+        return ", ".join(f"'{s}'" for s in states)
+
+    assert f"CHECK (state IN ({sql_list(txs.STATES)}))" in SCHEMA
+    assert f"CREATE UNIQUE INDEX txs_open ON txs(actor) WHERE state IN ({sql_list(txs.OPEN_STATES)});" in SCHEMA
+    with connect(store.store) as conn:
+        plan = conn.execute(f"EXPLAIN QUERY PLAN SELECT tx FROM txs WHERE actor = ? AND {txs._OPEN}", (ALICE,))
+        assert "USING INDEX txs_open" in " ".join(row[-1] for row in plan)
 
 
 def test_annotations_and_descriptions(store):
@@ -557,22 +572,17 @@ def test_op_log_does_not_import_the_tx_area(store):
         f"run(['--repo', {str(store.store)!r}, 'op', 'log', '-n', '1']); "
         "print('swarmctl.tools.tx' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=store.env)
     assert proc.stderr.strip().splitlines()[-1] == "False False", proc.stderr
 
 
 # --- real processes: races and kills ---------------------------------------------------------
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_")}
-    return {**env, **extra}
-
-
-def _start(sw, actor: str, *args: str, **env: str) -> subprocess.Popen:
+def _start(sw, actor: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*swarmctl_argv(), "--repo", str(sw.store), "--as", actor, *args],
-        env=_env(**env),
+        env=sw.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -583,10 +593,6 @@ def _stage_many(sw, refs_to: dict[str, str], actor: str = ALICE) -> None:
     assert sw.tx("begin", actor=actor).exit == 0
     for name, target in refs_to.items():
         assert sw.tx("set", name, target, actor=actor).exit == 0
-
-
-def _db(sw) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{sw.store / 'swarmops.db'}?mode=ro", uri=True)
 
 
 def test_commits_by_two_processes_on_overlapping_refs_one_wins(store):
@@ -606,32 +612,21 @@ def test_commits_by_two_processes_on_overlapping_refs_one_wins(store):
         assert store.tx("rollback", actor=loser).result["state"] == "OutOfDate"
 
 
-def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_open(store, tmp_path):
+def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_open(store):
     """SIGKILL at a known point: all of the commit's work done, COMMIT not yet run."""
     targets = {f"kill/{i}": store.ids["base"][:12] for i in range(5)}
     _stage_many(store, targets)
     before, op = refs(store), newest_op(store)
-    marker = tmp_path / "paused"
-    proc = _start(store, ALICE, "tx", "commit", SWARMCTL_FAULT=f"pause-before-commit:{marker}")
-    try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the commit never reached its pause"
-            time.sleep(0.01)
+    with paused_at_commit(store, "--repo", str(store.store), "--as", ALICE, "tx", "commit") as proc:
         # Paused inside its write transaction: a reader still sees the store as it was.
         assert store.tx("status").result["state"] == "Active"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert refs(store) == before and newest_op(store) == op
     status = store.tx("status").result
     assert (status["state"], status["revision"], status["can_commit"]) == ("Active", 5, True)
-    with _db(store) as conn:
+    with connect(store.store) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     commit = store.tx("commit").result
     assert commit["op"] == op + 1 and len(commit["ref_moves"]) == 5
@@ -668,6 +663,6 @@ def test_commits_killed_at_random_times_are_all_or_nothing(store):
             assert newest_op(store) == op and now == before
             assert (status["state"], status["revision"]) == ("Active", 6)
             assert store.tx("rollback").result["state"] == "Ready"
-        with _db(store) as conn:
+        with connect(store.store) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     print("random kills:", outcomes)

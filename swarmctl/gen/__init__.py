@@ -1,7 +1,7 @@
 """What ships beside the code, generated from the registry and the CLI built from it.
 
-`python -m swarmctl.gen` regenerates everything, from a checkout (the reference pages' examples
-are normalised by tests/golden.py, which needs the test extras):
+`python -m swarmctl.gen` regenerates everything (the reference pages' examples are recorded on a
+demo store and normalised by normalize.py, as the golden tests' outputs are):
 
 - man/           roff man pages: swarmctl(1) and one per command (man.py)
 - completions/   bash, zsh and fish scripts on Typer's completion machinery (completions.py)

@@ -4,26 +4,26 @@ Every tool needs an entry in EXAMPLES (the generator stops and says so otherwise
 through `swarmctl.calls` (the path of MCP and `swarmctl call`) on a fresh `swarmctl demo`
 store in a temporary directory, as agent/worker-17, and its result is built by
 `swarmctl.mcp.call_result`, as the server builds it. What differs from run to run is replaced
-by the normaliser of the golden tests (tests/golden.py), so the pages change only when the
-output does.
+by the normaliser the golden tests use too (swarmctl/gen/normalize.py), so the pages change
+only when the output does.
 
-Two things here are shared with the parity cases (tests/test_parity.py), which set up a store
-the same way: `write_files` (a file whose text starts with `#!` is a script, written
-executable) and `fill`, which replaces the placeholder "{workflow}" in command-line words and
-arguments by the id of the store's newest workflow. Workflow ids are random, so a call that
+Three things here are shared with the parity cases (tests/test_parity.py), which set up a store
+the same way: the workflow RELEASE (release.toml and its scripts), `write_files` (a file whose
+text starts with `#!` is a script, written executable) and `fill`, which replaces the
+placeholder "{workflow}" in command-line words and arguments by the id of the store's newest
+workflow. Workflow ids are random, so a call that
 names the workflow its setup created says "{workflow}"; the placeholder is filled just before
 each call (a setup call too), from the store as it is then.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, TypeVar
 
+from swarmctl.gen.normalize import Normalizer
 from swarmctl.spec import Tool
 
 ACTOR = "agent/worker-17"
@@ -178,7 +178,7 @@ def record(tool: Tool) -> Recorded:
             DEMO.run(Context(cwd=where), DemoReq(path="store"))
         write_files(where, example.files)
         # One normaliser for the page, in the order a reader meets things: setup, request, response.
-        normalize = _normalizer()(where)
+        normalize = Normalizer(where)
 
         def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             ctx = Context(repo=str(store) if example.store else None, actor=ACTOR, cwd=where)
@@ -262,7 +262,7 @@ def _newest_workflow(store: Path) -> str:
     return found[0]["id"]
 
 
-def _normalized(normalize: Any, value: Any) -> Any:
+def _normalized(normalize: Normalizer, value: Any) -> Any:
     return json.loads(normalize(json.dumps(value, separators=(",", ":"), ensure_ascii=False)))
 
 
@@ -270,16 +270,3 @@ def _shell_word(word: str) -> str:
     import shlex
 
     return shlex.quote(word)
-
-
-@lru_cache(maxsize=None)
-def _normalizer() -> type:
-    """The golden tests' Normalizer (tests/golden.py): the one place that knows what differs."""
-    golden = Path(__file__).resolve().parents[2] / "tests" / "golden.py"
-    if not golden.is_file():
-        raise SystemExit(f"{golden} is missing: run `python -m swarmctl.gen` from a checkout of swarmctl")
-    spec = importlib.util.spec_from_file_location("_swarmctl_golden", golden)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Normalizer

@@ -1,5 +1,7 @@
 """The SQLite store: schema, the transaction helper, and queries. Knows nothing of the doors."""
 
-from swarmctl.store.db import Move, Store, Writer, discover, is_store, not_a_repo, translate
+from swarmctl.store.db import Move, Store, Writer
+from swarmctl.store.errors import not_a_repo, translate
+from swarmctl.store.files import discover, is_store
 
 __all__ = ["Move", "Store", "Writer", "discover", "is_store", "not_a_repo", "translate"]

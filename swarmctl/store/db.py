@@ -11,157 +11,29 @@ from typing import Iterator, NamedTuple, Sequence
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
-
-DEFAULT_LOCK_TIMEOUT_S = 10.0
-
-
-def lock_timeout() -> float:
-    raw = os.environ.get("SWARMCTL_LOCK_TIMEOUT")
-    if raw is None:
-        return DEFAULT_LOCK_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"SWARMCTL_LOCK_TIMEOUT={raw!r} is not a number of seconds",
-            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
-        ) from None
-    if not 0 <= value <= 3600:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            "SWARMCTL_LOCK_TIMEOUT must be between 0 and 3600 seconds",
-            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
-        )
-    return value
-
-
-def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
-    """What an SQLite failure means to the caller, as a typed error.
-
-    Decided by SQLite's primary result code (sqlite3 exposes it as `sqlite_errorcode`), not by
-    the wording of its message, which SQLite does not promise to keep.
-    """
-    text = str(exc)
-    where = {"repo": str(path)} if path else {}
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return SwarmError(
-            "E_BUSY",
-            f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
-            details=where,
-            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
-        )
-    if code in (_SQLITE_READONLY, _SQLITE_PERM):
-        return forbidden(path, f"the store is read-only here: {text}")
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return corrupt(f"the store's database fails its checks: {text}", path)
-    if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
-        return corrupt(f"the store's database lacks part of its schema: {text}", path)
-    if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
-        return corrupt(f"the store's database cannot be read: {text}", path)
-    return SwarmError(
-        "E_INTERNAL",
-        f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
-        details={**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
-        hint="Please report this with the command you ran.",
-    )
-
-
-# SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
-_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
-_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
-
-
-def forbidden(path: Path | None, message: str, hint: str | None = None) -> SwarmError:
-    return SwarmError(
-        "E_FORBIDDEN",
-        message,
-        details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
-        hint=hint
-        or "Nothing was written. Reads work; writing needs write access to the store's directory "
-        "and its database file.",
-    )
-
-
-def corrupt(message: str, path: Path | None) -> SwarmError:
-    return SwarmError(
-        "E_STORE_CORRUPT",
-        message,
-        details={"repo": str(path)} if path else {},
-        hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3`.",
-    )
-
-
-def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
-    if discovered:
-        message = f"no swarmops store in {path} or any parent directory"
-    else:
-        message = f"no swarmops store at {path}"
-    return SwarmError(
-        "E_NOT_A_REPO",
-        message,
-        details={"path": str(path)},
-        hint="Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
-    )
-
-
-def is_store(path: Path) -> bool:
-    return (path / DB_FILE).is_file()
-
-
-def discover(start: Path) -> Path | None:
-    """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
-    start = start.resolve()
-    for candidate in (start, *start.parents):
-        if is_store(candidate):
-            return candidate
-    return None
-
-
-def _connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
-    mode = "ro" if readonly else "rw"
-    # immutable=1: SQLite reads the file without locks or its -shm file. Only for a store on a
-    # read-only filesystem, where no one can be writing it (see Store.open).
-    conn = sqlite3.connect(
-        f"{db.as_uri()}?mode={mode}" + ("&immutable=1" if immutable else ""),
-        uri=True,
-        timeout=lock_timeout(),
-        isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-        check_same_thread=False,
-    )
-    conn.execute("PRAGMA foreign_keys = ON")
-    if not readonly:
-        conn.execute("PRAGMA synchronous = FULL")
-    return conn
-
-
-def _open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
-    """Why a store could not be opened: the first reads of a database tell a corrupt file, a
-    file that is not a store, and one this user may not read apart."""
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable and _on_readonly_filesystem(path):
-        return forbidden(
-            path,
-            f"cannot read the store at {path}: it is on a read-only filesystem with changes still in "
-            f"its write-ahead log ({DB_FILE}-wal), which SQLite cannot read without writing beside it",
-            hint="Nothing was written. Copy the store's directory somewhere writable and read the copy.",
-        )
-    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable:
-        return forbidden(
-            path,
-            f"cannot read the store at {path}: SQLite must create {DB_FILE}-shm beside the "
-            "database to read it, and this user cannot write the store's directory",
-            hint="Nothing was written. Run as a user who may write the store's directory, or read a "
-            "copy of the store. (A store on a read-only filesystem is read without it.)",
-        )
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return translate(exc, path)
-    return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
-
+from swarmctl.store import conflicts, queries
+from swarmctl.store.errors import corrupt, forbidden, not_a_repo, open_failure
+from swarmctl.store.files import (
+    can_write,
+    can_write_store,
+    connect,
+    is_store,
+    on_readonly_filesystem,
+    unwritable_why,
+    wal_is_empty,
+)
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, OP_KINDS, SCHEMA
 
 _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
+
+
+def _already_a_store(path: Path, why: str = "") -> SwarmError:
+    return SwarmError(
+        "E_STATE",
+        f"there is already a store at {path}{why}",
+        details={"path": str(path)},
+        hint="Use it with --repo, or choose another directory.",
+    )
 
 
 def _remove_abandoned_inits(path: Path) -> None:
@@ -180,32 +52,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _writable(path: Path, db: Path) -> bool:
-    """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
-    files."""
-    return _can_write(db) and _can_write(path)
-
-
-def _can_write(path: Path) -> bool:
-    # access(2) answers for this user, and says no on a read-only filesystem: what stops root,
-    # whom file modes do not.
-    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
-
-
-def _on_readonly_filesystem(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def _wal_is_empty(db: Path) -> bool:
-    try:
-        return Path(f"{db}-wal").stat().st_size == 0
-    except FileNotFoundError:
-        return True
 
 
 class Store:
@@ -230,21 +76,21 @@ class Store:
         db = path / DB_FILE
         if not db.is_file():
             raise not_a_repo(path)
-        writable = _writable(path, db)
+        writable = can_write_store(path, db)
         # A WAL database is read through its -shm file, which SQLite must be able to create.
         # On a read-only filesystem no one can write the store, so it may be read as an
         # immutable file instead, unless a WAL with commits in it was left there.
-        immutable = not writable and _on_readonly_filesystem(path) and _wal_is_empty(db)
+        immutable = not writable and on_readonly_filesystem(path) and wal_is_empty(db)
         conn = None
         try:
-            conn = _connect(db, readonly=readonly or not writable, immutable=immutable)
+            conn = connect(db, readonly=readonly or not writable, immutable=immutable)
             store = cls(path, conn, readonly, writable)
             store._check_format()
         except BaseException as exc:
             if conn is not None:
                 conn.close()
             if isinstance(exc, sqlite3.Error):
-                raise _open_failure(exc, path, writable) from exc
+                raise open_failure(exc, path, writable) from exc
             raise
         return store
 
@@ -266,12 +112,7 @@ class Store:
         """A new store whose op 1 is its `init`, by `actor`."""
         path = path.resolve()
         if is_store(path):
-            raise SwarmError(
-                "E_STATE",
-                f"there is already a store at {path}",
-                details={"path": str(path)},
-                hint="Use it with --repo, or choose another directory.",
-            )
+            raise _already_a_store(path)
         if path.exists() and not path.is_dir():
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
         try:
@@ -282,9 +123,8 @@ class Store:
             raise SwarmError(
                 "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
             ) from exc
-        if not _can_write(path):
-            why = "is on a read-only filesystem" if _on_readonly_filesystem(path) else "is not writable by this user"
-            raise forbidden(path, f"cannot make a store in {path}: it {why}", hint=_CREATE_HINT)
+        if not can_write(path):
+            raise forbidden(path, f"cannot make a store in {path}: it {unwritable_why(path)}", hint=_CREATE_HINT)
         # Build the database under a name of this process's own, then link it into place: a
         # process killed during init leaves no half-made store, and of two processes making a
         # store in one directory at once exactly one succeeds (link fails if the name exists).
@@ -304,12 +144,7 @@ class Store:
             try:
                 os.link(tmp, path / DB_FILE)
             except FileExistsError:
-                raise SwarmError(
-                    "E_STATE",
-                    f"there is already a store at {path} (made by another process just now)",
-                    details={"path": str(path)},
-                    hint="Use it with --repo, or choose another directory.",
-                ) from None
+                raise _already_a_store(path, " (made by another process just now)") from None
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)
@@ -338,8 +173,7 @@ class Store:
         if self.readonly:
             raise RuntimeError("write on a store opened read-only")
         if not self.writable:
-            why = "is on a read-only filesystem" if _on_readonly_filesystem(self.path) else "is not writable by this user"
-            raise forbidden(self.path, f"the store at {self.path} {why}")
+            raise forbidden(self.path, f"the store at {self.path} {unwritable_why(self.path)}")
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             writer = Writer(self.conn, actor, _next_time(self.conn))
@@ -393,8 +227,7 @@ class Writer:
         self.op: int | None = None
 
     def ref_target(self, name: str) -> str | None:
-        row = self.conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else None
+        return queries.ref_target(self.conn, name)
 
     def append_op(
         self,
@@ -407,18 +240,13 @@ class Writer:
         """Append the op and apply its moves, each by compare-and-swap: all of them or none."""
         if self.op is not None:
             raise RuntimeError("one op per transaction")
-        conflicts = [
-            {"name": m.name, "expected": m.old, "actual": actual}
-            for m in moves
-            if (actual := self.ref_target(m.name)) != m.old
-        ]
-        if conflicts:
-            raise SwarmError(
-                "E_CAS_MISMATCH",
-                "refs moved under the operation: " + ", ".join(c["name"] for c in conflicts),
-                details={"conflicts": conflicts},
-                hint="Nothing was written. Re-read the refs and try again.",
-            )
+        if kind not in OP_KINDS:
+            raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
+        # A guard: every caller reads the refs inside this transaction, so a conflict here is a
+        # bug in the caller (the tools check first, to say more in their own error).
+        found = conflicts.find(self.conn, moves, since=None)
+        if found:
+            raise conflicts.cas_mismatch(found)
         cur = self.conn.execute(
             "INSERT INTO ops(kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?)",
             (kind, self.actor, self.at, description, undoes),

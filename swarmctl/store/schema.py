@@ -6,6 +6,18 @@ from __future__ import annotations
 FORMAT_VERSION = 1
 DB_FILE = "swarmops.db"
 
+# What an op may be (`ops.kind`): Writer.append_op refuses any other, and `op log --kind`
+# offers these (tools/op.py OpKind). Not a CHECK in the DDL: a new kind needs no new format.
+OP_KINDS = (
+    "init",
+    "changeset_create",
+    "ref_set",
+    "ref_delete",
+    "tx_commit",
+    "undo",
+    "workflow_step",
+)
+
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
 # deleted, so numbers are gapless and in commit order. `at` is kept non-decreasing with `op`
 # (see Store.write), which lets --since/--until become op bounds found through ops_at.

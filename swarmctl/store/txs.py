@@ -14,7 +14,14 @@ from __future__ import annotations
 import sqlite3
 from typing import NamedTuple
 
-OPEN_STATES = ("Active", "Conflicted")
+# A transaction's states; the open ones are at most one per actor. schema.py repeats them as
+# literals in the txs table's CHECK and its partial index txs_open: DDL is the stored format,
+# which a constant must not change under existing stores (tests/test_tx.py checks they agree).
+STATES = ("Active", "Conflicted", "Committed", "RolledBack")
+OPEN_STATES = STATES[:2]
+# As literals in SQL, not parameters: only then can SQLite see that a query's WHERE implies
+# txs_open's, and use that index.
+_OPEN = "state IN ({})".format(", ".join(f"'{s}'" for s in OPEN_STATES))
 DEFAULT_MAX_REVISIONS = 20
 MAX_REVISIONS_LIMIT = 1000  # the most a store may allow; what `tx config` accepts
 _SETTING = "tx.max_revisions"  # the store's bound, a row in `meta`
@@ -59,7 +66,7 @@ _TX_COLUMNS = "tx, actor, state, base_op, revision, max_revisions, begun_at, end
 
 def open_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
     row = conn.execute(
-        f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? AND state IN ('Active', 'Conflicted')", (actor,)
+        f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? AND {_OPEN}", (actor,)
     ).fetchone()
     return Tx(*row) if row else None
 

@@ -1,4 +1,5 @@
-"""What several tool areas share: naming an op or a changeset as a user types it, and a ref move."""
+"""What several tool areas share: naming an op or a changeset as a user types it, a ref move,
+and how a ref name or a changeset is given on the command line."""
 
 import sqlite3
 from typing import Annotated, Literal
@@ -6,12 +7,16 @@ from typing import Annotated, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Range, result_type
+from swarmctl.spec import Cli, Range, result_type
 from swarmctl.store import queries
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
 OpSpec = OpNumber | Literal["@"]
+
+# Positional arguments: a ref's name (NAME), and the changeset it is to name (TARGET).
+REF_NAME_CLI = Cli(positional=True, metavar="NAME", complete="refs")
+TARGET_CLI = Cli(positional=True, metavar="TARGET", complete="changesets")
 
 
 @result_type

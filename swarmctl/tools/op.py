@@ -7,18 +7,13 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Move, Writer, queries
+from swarmctl.store import Move, Writer, conflicts, queries
+from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
 
-OpKind = Literal[
-    "init",
-    "changeset_create",
-    "ref_set",
-    "ref_delete",
-    "tx_commit",
-    "undo",
-    "workflow_step",
-]
+# Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
+# tests/test_op_log.py checks that the two agree.
+OpKind = Literal[OP_KINDS]  # type: ignore[valid-type]
 
 
 # --- result types ----------------------------------------------------------------------------
@@ -240,26 +235,15 @@ def _undo(
 
 def _check_unmoved(conn: sqlite3.Connection, target: int, moves: list[Move]) -> None:
     """Every ref must still name what `target` left it naming; else say who moved it since."""
-    conflicts = []
-    for m in moves:
-        actual = queries.ref_target(conn, m.name)
-        if actual != m.old:
-            conflicts.append(
-                {
-                    "name": m.name,
-                    "expected": m.old,
-                    "actual": actual,
-                    "moved_by": queries.moves_after(conn, m.name, target),
-                }
-            )
-    if not conflicts:
+    found = conflicts.find(conn, moves, since=target)
+    if not found:
         return
-    later = max((op for c in conflicts for op in c["moved_by"]), default=None)
-    names_moved = ", ".join(c["name"] for c in conflicts)
-    raise SwarmError(
-        "E_CAS_MISMATCH",
+    later = max((op for c in found for op in c.moved_by), default=None)
+    names_moved = conflicts.listed(found)
+    raise conflicts.cas_mismatch(
+        found,
         f"cannot undo op {target}: {names_moved} moved since; nothing was written",
-        details={"op": target, "conflicts": conflicts},
+        details={"op": target},
         hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
         if later is not None
         else "Re-read the refs; nothing was written.",

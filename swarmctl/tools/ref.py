@@ -5,8 +5,8 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
-from swarmctl.store import Move, queries
-from swarmctl.tools.common import resolve_changeset
+from swarmctl.store import Move, conflicts, queries
+from swarmctl.tools.common import REF_NAME_CLI, TARGET_CLI, resolve_changeset
 
 
 @result_type
@@ -46,31 +46,31 @@ class RefDeleteResult:
     op: int
 
 
-_NAME = Cli(positional=True, metavar="NAME", complete="refs")
+_EXPECT = Cli(metavar="OLD", complete="changesets")
 
 
 @request_type
 class RefSetReq:
-    name: str = arg(description="The ref to move or create, e.g. main or release/v1.", cli=_NAME)
+    name: str = arg(description="The ref to move or create, e.g. main or release/v1.", cli=REF_NAME_CLI)
     target: str = arg(
         description="The changeset it should name: an id, a unique prefix of 4+ hex digits, or a ref name.",
-        cli=Cli(positional=True, metavar="TARGET", complete="changesets"),
+        cli=TARGET_CLI,
     )
     expect: str | None = arg(
         None,
         description="Compare-and-swap: move only if the ref names this changeset now (else E_CAS_MISMATCH).",
-        cli=Cli(metavar="OLD", complete="changesets"),
+        cli=_EXPECT,
     )
     create: bool = arg(False, description="Compare-and-swap: move only if the ref does not exist yet.")
 
 
 @request_type
 class RefDeleteReq:
-    name: str = arg(description="The ref to delete.", cli=_NAME)
+    name: str = arg(description="The ref to delete.", cli=REF_NAME_CLI)
     expect: str | None = arg(
         None,
         description="Compare-and-swap: delete only if the ref names this changeset now (else E_CAS_MISMATCH).",
-        cli=Cli(metavar="OLD", complete="changesets"),
+        cli=_EXPECT,
     )
 
 
@@ -81,14 +81,14 @@ class RefListReq:
 
 @request_type
 class RefShowReq:
-    name: str = arg(description="The ref to show.", cli=_NAME)
+    name: str = arg(description="The ref to show.", cli=REF_NAME_CLI)
 
 
 def _cas_error(name: str, expected: str | None, actual: str | None, last_op: int | None) -> SwarmError:
-    return SwarmError(
-        "E_CAS_MISMATCH",
+    """`last_op`: the op that last moved the ref (its row's `op`; None: the ref is absent)."""
+    return conflicts.cas_mismatch(
+        [conflicts.Conflict(name, expected, actual, [last_op] if last_op is not None else [])],
         f"ref {name} names {names.short_id(actual)}, not the expected {names.short_id(expected)}; nothing was written",
-        details={"conflicts": [{"name": name, "expected": expected, "actual": actual, "moved_by": [last_op] if last_op else []}]},
         hint=f"Re-read {name} with `swarmctl ref show {name}` and decide again.",
     )
 

@@ -12,7 +12,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool
-from swarmctl.store import Move, queries, txs
+from swarmctl.store import Move, conflicts, queries, txs
 from swarmctl.tools.common import RefMove, resolve_changeset
 from swarmctl.tools.tx.models import (
     TxBeginResult,
@@ -149,7 +149,7 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             )
         revs = txs.revisions(conn, tx.tx)
         moves = txs.net_moves(conn, tx)
-        moved = _moved(conn, tx, moves)
+        moved = [TxMoved(*c) for c in _moved(conn, tx, moves)]
         return TxStatusResult(
             state=tx.state,
             tx=tx.tx,
@@ -402,29 +402,17 @@ def _stage(w, tx: txs.Tx, name: str, new: str | None) -> TxStageResult:
     )
 
 
-def _moved(conn, tx: txs.Tx, moves: list[txs.StagedMove]) -> list[TxMoved]:
+def _moved(conn, tx: txs.Tx, moves: list[txs.StagedMove]) -> list[conflicts.Conflict]:
     """The staged refs the store moved after their baseline: what a commit would conflict on."""
-    bases = txs.baselines(conn, tx.tx)
-    found = []
-    for m in moves:
-        actual = queries.ref_target(conn, m.name)
-        if actual != m.old:
-            found.append(TxMoved(m.name, m.old, actual, queries.moves_after(conn, m.name, bases[m.name].op)))
-    return found
+    return conflicts.find(conn, moves, since={name: base.op for name, base in txs.baselines(conn, tx.tx).items()})
 
 
-def _conflict_error(tx: txs.Tx, moved: list[TxMoved]) -> SwarmError:
-    listed = ", ".join(m.name for m in moved)
-    return SwarmError(
-        "E_CAS_MISMATCH",
-        f"cannot commit tx {tx.tx}: {listed} moved in the store since staged; no ref moved and no op was written",
-        details={
-            "tx": tx.tx,
-            "state": "Conflicted",
-            "conflicts": [
-                {"name": m.name, "expected": m.expected, "actual": m.actual, "moved_by": m.moved_by} for m in moved
-            ],
-        },
+def _conflict_error(tx: txs.Tx, moved: list[conflicts.Conflict]) -> SwarmError:
+    return conflicts.cas_mismatch(
+        moved,
+        f"cannot commit tx {tx.tx}: {conflicts.listed(moved)} moved in the store since staged; no ref moved and no "
+        "op was written",
+        details={"tx": tx.tx, "state": "Conflicted"},
         hint="The transaction is now Conflicted and stays open. Discard it with `swarmctl tx rollback`, re-read the "
         "refs, and stage again in a new transaction.",
         next=TX_ROLLBACK.call(),

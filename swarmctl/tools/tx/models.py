@@ -4,7 +4,7 @@ from typing import Annotated, Literal
 
 from swarmctl.spec import Cli, Range, arg, request_type, result_type
 from swarmctl.store import txs
-from swarmctl.tools.common import RefMove
+from swarmctl.tools.common import REF_NAME_CLI, TARGET_CLI, RefMove
 
 TxState = Literal["Ready", "Active", "Conflicted"]
 
@@ -122,18 +122,15 @@ class TxReq:
     """No arguments: the transaction is the calling actor's (--as / SWARMCTL_AS)."""
 
 
-_NAME = Cli(positional=True, metavar="NAME", complete="refs")
-
-
 @request_type
 class TxSetReq:
     """Stage one revision: NAME is to name TARGET when the transaction commits."""
 
-    name: str = arg(description="The ref to move or create when the transaction commits, e.g. main or release/v1.", cli=_NAME)
+    name: str = arg(description="The ref to move or create when the transaction commits, e.g. main or release/v1.", cli=REF_NAME_CLI)
     target: str = arg(
         description="The changeset it should name: an id, a unique prefix of 4+ hex digits, or a ref name "
         "(resolved now, to what that ref names in the store).",
-        cli=Cli(positional=True, metavar="TARGET", complete="changesets"),
+        cli=TARGET_CLI,
     )
 
 
@@ -141,7 +138,7 @@ class TxSetReq:
 class TxDeleteReq:
     """Stage one revision: NAME is to be deleted when the transaction commits."""
 
-    name: str = arg(description="The ref to delete when the transaction commits.", cli=_NAME)
+    name: str = arg(description="The ref to delete when the transaction commits.", cli=REF_NAME_CLI)
 
 
 @request_type

@@ -1,0 +1,108 @@
+"""What a failure of SQLite or of the filesystem means to the caller, as a typed error."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from swarmctl.envelope import SwarmError
+from swarmctl.store.files import lock_timeout, on_readonly_filesystem
+from swarmctl.store.schema import DB_FILE
+
+
+def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
+    """What an SQLite failure means to the caller, as a typed error.
+
+    Decided by SQLite's primary result code (sqlite3 exposes it as `sqlite_errorcode`), not by
+    the wording of its message, which SQLite does not promise to keep.
+    """
+    text = str(exc)
+    where = {"repo": str(path)} if path else {}
+    code = _primary_code(exc)
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return SwarmError(
+            "E_BUSY",
+            f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
+            details=where,
+            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        )
+    if code in (_SQLITE_READONLY, _SQLITE_PERM):
+        return forbidden(path, f"the store is read-only here: {text}")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return corrupt(f"the store's database fails its checks: {text}", path)
+    if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
+        return corrupt(f"the store's database lacks part of its schema: {text}", path)
+    if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
+        return corrupt(f"the store's database cannot be read: {text}", path)
+    return SwarmError(
+        "E_INTERNAL",
+        f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
+        details={**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
+        hint="Please report this with the command you ran.",
+    )
+
+
+def _primary_code(exc: sqlite3.Error) -> int:
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
+_SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
+
+
+def forbidden(path: Path | None, message: str, hint: str | None = None) -> SwarmError:
+    return SwarmError(
+        "E_FORBIDDEN",
+        message,
+        details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
+        hint=hint
+        or "Nothing was written. Reads work; writing needs write access to the store's directory "
+        "and its database file.",
+    )
+
+
+def corrupt(message: str, path: Path | None) -> SwarmError:
+    return SwarmError(
+        "E_STORE_CORRUPT",
+        message,
+        details={"repo": str(path)} if path else {},
+        hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3`.",
+    )
+
+
+def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
+    if discovered:
+        message = f"no swarmops store in {path} or any parent directory"
+    else:
+        message = f"no swarmops store at {path}"
+    return SwarmError(
+        "E_NOT_A_REPO",
+        message,
+        details={"path": str(path)},
+        hint="Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
+    )
+
+
+def open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
+    """Why a store could not be opened: the first reads of a database tell a corrupt file, a
+    file that is not a store, and one this user may not read apart."""
+    code = _primary_code(exc)
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable and on_readonly_filesystem(path):
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: it is on a read-only filesystem with changes still in "
+            f"its write-ahead log ({DB_FILE}-wal), which SQLite cannot read without writing beside it",
+            hint="Nothing was written. Copy the store's directory somewhere writable and read the copy.",
+        )
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable:
+        return forbidden(
+            path,
+            f"cannot read the store at {path}: SQLite must create {DB_FILE}-shm beside the "
+            "database to read it, and this user cannot write the store's directory",
+            hint="Nothing was written. Run as a user who may write the store's directory, or read a "
+            "copy of the store. (A store on a read-only filesystem is read without it.)",
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return translate(exc, path)
+    return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)

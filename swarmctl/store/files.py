@@ -1,0 +1,94 @@
+"""Where a store is on disk, what this process may do there, and connecting to its database."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from swarmctl.envelope import SwarmError
+from swarmctl.store.schema import DB_FILE
+
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+
+def lock_timeout() -> float:
+    raw = os.environ.get("SWARMCTL_LOCK_TIMEOUT")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"SWARMCTL_LOCK_TIMEOUT={raw!r} is not a number of seconds",
+            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
+        ) from None
+    if not 0 <= value <= 3600:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "SWARMCTL_LOCK_TIMEOUT must be between 0 and 3600 seconds",
+            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
+        )
+    return value
+
+
+def is_store(path: Path) -> bool:
+    return (path / DB_FILE).is_file()
+
+
+def discover(start: Path) -> Path | None:
+    """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if is_store(candidate):
+            return candidate
+    return None
+
+
+def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
+    mode = "ro" if readonly else "rw"
+    # immutable=1: SQLite reads the file without locks or its -shm file. Only for a store on a
+    # read-only filesystem, where no one can be writing it (see Store.open).
+    conn = sqlite3.connect(
+        f"{db.as_uri()}?mode={mode}" + ("&immutable=1" if immutable else ""),
+        uri=True,
+        timeout=lock_timeout(),
+        isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+        check_same_thread=False,
+    )
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not readonly:
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def can_write_store(path: Path, db: Path) -> bool:
+    """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
+    files."""
+    return can_write(db) and can_write(path)
+
+
+def can_write(path: Path) -> bool:
+    # access(2) answers for this user, and says no on a read-only filesystem: what stops root,
+    # whom file modes do not.
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def unwritable_why(path: Path) -> str:
+    """Why this process cannot write under `path`, for a message: "the store {it}"."""
+    return "is on a read-only filesystem" if on_readonly_filesystem(path) else "is not writable by this user"
+
+
+def on_readonly_filesystem(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def wal_is_empty(db: Path) -> bool:
+    try:
+        return Path(f"{db}-wal").stat().st_size == 0
+    except FileNotFoundError:
+        return True
