@@ -45,7 +45,9 @@ def _width() -> int:
 
 
 def _short(cid: str | None) -> str:
-    return cid[:12] if cid else "-"
+    from swarmctl.names import SHORT_ID_LEN
+
+    return cid[:SHORT_ID_LEN] if cid else "-"
 
 
 def _moves(moves: list[dict[str, Any]]) -> str:
