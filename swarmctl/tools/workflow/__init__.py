@@ -5,8 +5,9 @@ A workflow is a sequence of steps defined in a TOML file, run and recorded by sw
 rolled back after a preview of its blast radius. Where each part lives:
 
     definition.py    the TOML format: checking it strictly, `${env:...}`, writing it back
-    records.py       the rows in the store, and what a saved state means now (liveness)
-    process.py       pids and their start times; running a command with a timeout
+    records.py       a workflow as read from the store, what a saved state means now (liveness),
+                     and saving changes (the SQL is in swarmctl/store/workflows.py)
+    process.py       running a command with a timeout (liveness of pids: swarmctl/pids.py)
     execute.py       carrying out steps: running forward, undoing in a rollback
     blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
     guards.py        the rules of approve, resume and cancel
@@ -91,19 +92,16 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     E_STEP_FAILED, with `next` the rollback preview. An invalid file is E_INVALID_ARG (naming
     the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
     """
-    from swarmctl.tools.workflow import definition, execute, process, records
+    from swarmctl import pids
+    from swarmctl.tools.workflow import definition, execute, records
 
     actor = ctx.require_actor()
     path = (ctx.cwd / req.file).absolute()
     spec = definition.load(path)
     guards.require_env(spec["steps"])
     store = ctx.store()
-    me = process.me()
     with store.write(actor) as w:
-        wf_id = records.new_id()
-        while w.conn.execute("SELECT 1 FROM workflows WHERE id = ?", (wf_id,)).fetchone():
-            wf_id = records.new_id()
-        records.insert(w, wf_id, spec, str(path), str(path.parent), me)
+        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -132,8 +130,8 @@ def workflow_list(ctx: Context, req: WorkflowListReq) -> WorkflowListResult:
     from swarmctl.tools.workflow import records
 
     with ctx.store().read() as conn:
-        rows = records.list_rows(conn, req.state, req.limit)
-    return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in rows[: req.limit]], has_more=len(rows) > req.limit)
+        found = records.summaries(conn, req.state, req.limit + 1)
+    return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in found[: req.limit]], has_more=len(found) > req.limit)
 
 
 @_public
@@ -168,7 +166,8 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
     by a live process).
     """
-    from swarmctl.tools.workflow import execute, process, records
+    from swarmctl import pids
+    from swarmctl.tools.workflow import execute, records
 
     actor = ctx.require_actor()
     store = ctx.store()
@@ -179,7 +178,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", process.me())
+        records.claim(w, wf.id, "running", pids.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -268,8 +267,9 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
     rollback claims the workflow first, E_STATE. A rollback killed half-way leaves its step in
     flight under `unknown_effects`; after acknowledging it, a new rollback continues with the rest.
     """
-    from swarmctl import names
-    from swarmctl.tools.workflow import blast_radius, execute, process, records
+    from swarmctl import names, pids
+    from swarmctl.store import workflows as workflow_rows
+    from swarmctl.tools.workflow import blast_radius, execute, records
 
     actor = ctx.require_actor() if req.confirm else (ctx.actor or "")
     store = ctx.store()
@@ -292,9 +292,9 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
             hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
             next=views.preview_call(wf.id, req),
         )
-    me = process.me()
+    me = pids.me()
     with store.write(actor) as w:
-        rev = w.conn.execute("SELECT rev FROM workflows WHERE id = ?", (wf.id,)).fetchone()[0]
+        rev = workflow_rows.rev(w.conn, wf.id)
         if rev != wf.rev:
             now = records.load(w.conn, wf.id)
             raise SwarmError(

@@ -33,10 +33,8 @@ from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS
 from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other
-
-LISTS = ("would_roll_back", "left_in_place", "unknown_effects", "not_reversed", "already_rolled_back", "no_effect")
-ALL = "all"
 
 
 def compute(
@@ -56,7 +54,7 @@ def compute(
     for step in reversed(wf.steps):  # last first, in every list
         where, entry = _place(conn, wf, step, actor, at, programs)
         lists[where].append(entry)
-    acknowledge_all = ALL in acknowledged
+    acknowledge_all = ACKNOWLEDGE_ALL in acknowledged
     for entry in lists["unknown_effects"]:
         entry["acknowledged"] = acknowledge_all or entry["step"] in acknowledged
     unmeasured = _unmeasured(lists)

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from swarmctl import names
 from swarmctl import secrets
 from swarmctl.envelope import SwarmError
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
 
 DEFAULT_TIMEOUT_S = 600.0
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -50,7 +51,7 @@ KINDS = ("ref_set", "ref_delete", "run", "approval")
 _TOP_KEYS = {"name", "description", "step"}
 _STEP_KEYS = {"name", "description", *KINDS, "rollback", "env", "timeout_s"}
 _RUN_ONLY = ("rollback", "env", "timeout_s")
-RESERVED_STEP_NAMES = {"all"}  # `--acknowledge-unknown-effects all`
+RESERVED_STEP_NAMES = {ACKNOWLEDGE_ALL}
 
 
 def invalid(message: str, *, step: str | int | None = None, key: str | None = None, **more: Any) -> SwarmError:

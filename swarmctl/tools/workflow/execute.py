@@ -28,7 +28,9 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_text, scrub_values
+from swarmctl import pids
 from swarmctl.store import Move, Store, Writer
+from swarmctl.store import workflows as rows
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
 from swarmctl.tools.workflow import definition, process, records
@@ -48,15 +50,14 @@ class Executor:
         self.wf = wf
         self.actor = actor
         self.progress = progress
-        self.me = process.me()
+        self.me = pids.me()
         self.environ: Mapping[str, str] = dict(os.environ)
 
     # --- ownership ---------------------------------------------------------------------------
 
     def owned(self, w: Writer) -> None:
         """Stop unless this process still owns the workflow (nobody took it over)."""
-        row = w.conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (self.wf.id,)).fetchone()
-        if row is None or (row[0], row[1]) != (self.me.pid, self.me.start):
+        if rows.owner(w.conn, self.wf.id) != (self.me.pid, self.me.start):
             raise LostOwnership(
                 "E_STATE",
                 f"workflow {self.wf.id} is no longer held by this process; stopped",

@@ -107,7 +107,9 @@ def resume_point(wf: Any, retry_name: str | None) -> Any:
 
 
 def check_acknowledged(wf: Any, names_given: list[str]) -> None:
-    unknown = [n for n in names_given if n != "all" and wf.step(n) is None]
+    from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
+
+    unknown = [n for n in names_given if n != ACKNOWLEDGE_ALL and wf.step(n) is None]
     if unknown:
         raise SwarmError(
             "E_INVALID_ARG",

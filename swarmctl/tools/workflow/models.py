@@ -7,10 +7,19 @@ from typing import Annotated, Any, Literal
 
 from swarmctl.spec import Cli, Range, arg, request_type, result_type
 
+# The one list of each (records.py reads them with typing.get_args).
 WorkflowState = Literal[
     "pending", "running", "awaiting_approval", "completed", "failed",
     "rolling_back", "rolled_back", "rollback_failed", "cancelled",
 ]
+StepStatus = Literal[
+    "pending", "running", "success", "failed", "skipped", "interrupted", "undoing", "rolled_back", "rollback_failed",
+]
+
+# `--acknowledge-unknown-effects all`: every step with unknown effects (so no step may be named so).
+ACKNOWLEDGE_ALL = "all"
+# The lists of a blast radius, each step in exactly one of them (blast_radius.py), in this order.
+RADIUS_LISTS = ("would_roll_back", "left_in_place", "unknown_effects", "not_reversed", "already_rolled_back", "no_effect")
 
 
 # --- result types ----------------------------------------------------------------------------
@@ -184,8 +193,8 @@ class WorkflowRollbackReq:
     acknowledge_unknown_effects: list[str] = arg(
         default_factory=list,
         description="A step listed under unknown_effects whose effect you have checked in the target system, "
-        "or `all` (repeatable). Acknowledged steps are not undone.",
-        cli=Cli(flags=("--acknowledge-unknown-effects",), metavar="STEP|all", complete="steps"),
+        f"or `{ACKNOWLEDGE_ALL}` (repeatable). Acknowledged steps are not undone.",
+        cli=Cli(flags=("--acknowledge-unknown-effects",), metavar=f"STEP|{ACKNOWLEDGE_ALL}", complete="steps"),
     )
     expect_preview: str | None = arg(
         None,

@@ -1,9 +1,5 @@
-"""Processes: who is acting on a workflow (and whether they still live), and running a command.
-
-A process is named by its pid and its start time (field 22 of /proc/PID/stat, in clock ticks
-since boot): a pid the kernel has since given to another process has another start time, so
-it is not mistaken for the one that saved the record. A store lives on one machine (SQLite in
-WAL mode needs shared memory), so a pid in the store always means a process on this machine.
+"""Running a workflow's commands. (Whether a process named in the store still lives is
+swarmctl/pids.py's question.)
 
 Commands run with an argv (never a shell), in their own process group, with the workflow's
 directory as working directory and the environment of swarmctl plus the step's `env`. Their
@@ -20,46 +16,6 @@ from typing import Any, Mapping, NamedTuple
 
 TAIL_BYTES = 4096
 KILL_GRACE_S = 1.0
-
-
-class ProcessId(NamedTuple):
-    pid: int
-    start: str | None  # None where /proc is not there to ask
-
-
-def start_time(pid: int) -> str | None:
-    """The start time of `pid` (clock ticks since boot), or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):  # a zombie has finished: it acts no more
-        return None
-    return fields[19]  # field 22 overall
-
-
-def me() -> ProcessId:
-    return ProcessId(os.getpid(), start_time(os.getpid()))
-
-
-def alive(pid: int | None, start: str | None) -> bool:
-    """Whether the process that recorded (pid, start) is still running."""
-    if pid is None:
-        return False
-    if Path("/proc/self/stat").exists():
-        now = start_time(pid)
-        return now is not None and (start is None or now == start)
-    try:  # no /proc: all we can ask is whether some process has the pid
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class CommandOutcome(NamedTuple):
