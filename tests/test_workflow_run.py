@@ -46,7 +46,8 @@ def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
     assert kit.marks() == ["deploy"]
     op = kit("op", "show", str(status.result["steps"][0]["op"]), actor=None).result
     assert op["kind"] == "workflow_step"
-    assert op["description"] == f"workflow {wf} step promote: create release/v1 to {kit.c2[:12]}"
+    # Described as `ref set` describes it (tools/ref.py set_in), led by the workflow and step.
+    assert op["description"] == f"workflow {wf} step promote: create release/v1 at {kit.c2[:12]}"
     assert op["actor"] == ALICE
 
 
@@ -126,7 +127,8 @@ def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     op = ran.result["steps"][0]["op"]
     assert kit("op", "show", str(op), actor=None).result["ref_moves"] == [{"name": "release/v1", "old": kit.c2, "new": None}]
     ran, _ = kit.run('name = "del"\n[[step]]\nname = "again"\nref_delete = { name = "release/v1" }\n', name="del.toml")
-    assert ran.error["details"]["result"]["error"]["code"] == "E_NOT_FOUND"
+    error = ran.error["details"]["result"]["error"]
+    assert (error["code"], error["hint"]) == ("E_NOT_FOUND", "`swarmctl ref list` lists the refs.")  # as `ref delete` says it
 
 
 def test_relative_command_paths_resolve_against_the_workflow_file(sw):

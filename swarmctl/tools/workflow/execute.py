@@ -24,13 +24,13 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_text, scrub_values
 from swarmctl import pids
-from swarmctl.store import Move, Store, Writer
+from swarmctl.store import Store, Writer
 from swarmctl.store import workflows as rows
+from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
 from swarmctl.tools.workflow import definition, process, records
@@ -117,7 +117,7 @@ class Executor:
         except LostOwnership:
             raise
         except SwarmError as exc:
-            result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details, "hint": exc.hint}}
             with self.store.write(self.actor) as w:
                 self.owned(w)
                 records.set_step(w, self.wf.id, step.idx, status="failed", result=result, started_at=w.at,
@@ -125,23 +125,17 @@ class Executor:
             step.status, step.result = "failed", result
 
     def _store_change(self, w: Writer, step: Step) -> tuple[int | None, list[dict[str, Any]]]:
-        """The step's one op (or none, when the ref already is as the step wants it)."""
-        where = f"workflow {self.wf.id} step {step.name}"
+        """The step's one op (or none, when the ref already is as the step wants it), as
+        `ref set` / `ref delete` make it, described with the workflow and step."""
+        context = f"workflow {self.wf.id} step {step.name}"
         if step.kind == "ref_set":
-            name = step.spec["ref_set"]["name"]
             target = resolve_changeset(self.ctx, w.conn, step.spec["ref_set"]["to"])
-            current = w.ref_target(name)
-            if current == target:
+            moved = ref.set_in(w, step.spec["ref_set"]["name"], target, kind="workflow_step", context=context)
+            if moved.op is None:
                 return None, []
-            verb = "set" if current else "create"
-            op = w.append_op("workflow_step", f"{where}: {verb} {name} to {names.short_id(target)}", [Move(name, current, target)])
-            return op, [{"name": name, "old": current, "new": target}]
-        name = step.spec["ref_delete"]["name"]
-        current = w.ref_target(name)
-        if current is None:
-            raise SwarmError("E_NOT_FOUND", f"no ref {name}", details={"ref": name})
-        op = w.append_op("workflow_step", f"{where}: delete {name} (was {names.short_id(current)})", [Move(name, current, None)])
-        return op, [{"name": name, "old": current, "new": None}]
+            return moved.op, [{"name": moved.name, "old": moved.old, "new": moved.new}]
+        deleted = ref.delete_in(w, step.spec["ref_delete"]["name"], kind="workflow_step", context=context)
+        return deleted.op, [{"name": deleted.name, "old": deleted.old, "new": None}]
 
     def _run_command(self, step: Step) -> None:
         with self.store.write(self.actor) as w:
