@@ -9,10 +9,11 @@ rolled back after a preview of its blast radius. Where each part lives:
                      and saving changes (the SQL is in swarmctl/store/workflows.py)
     process.py       running a command with a timeout (liveness of pids: swarmctl/pids.py)
     execute.py       carrying out steps: running forward, undoing in a rollback
+    rollback.py      `workflow rollback`: the preview, and the confirmation that acts on it
     blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
     guards.py        the rules of approve, resume and cancel
     models.py        request and result types
-    views.py         the status view, next calls, preview hints
+    views.py         the status view and what to call next
 
 This module holds the tool functions (whose docstrings are the help text) and the registry
 entries. Every result and error leaves through `_public`, which redacts secrets
@@ -28,7 +29,6 @@ cancelled. A workflow saved `running`/`rolling_back` whose process is gone reads
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Callable
 
 from swarmctl.context import Context
@@ -238,25 +238,28 @@ def workflow_show_definition(ctx: Context, req: WorkflowShowDefinitionReq) -> Wo
 
 
 @_public
-def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
+def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     """Roll back a workflow: undo its completed steps, last first. Without `--confirm` it only
     previews and changes nothing.
 
-    The preview is `{action: "preview", preview_id, blast_radius, hint}`. `blast_radius` holds
+    The preview is `{action: "preview", preview_id, blast_radius, hint, next}`. `blast_radius` holds
     the workflow, `state_after`, `counts` and the lists: `would_roll_back` (successful steps that
     have an undo, last first: the op to undo, its outcome predicted by compare-and-swap, which
     is `fails` with the undo's error code when a ref moved since; or the rollback command,
     secrets redacted),
     `left_in_place` (commands without a rollback), `unknown_effects` (steps running, undoing
     or interrupted), `not_reversed` (failed commands that may have partly applied),
-    `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. Show it to the user and get
-    their decision: do not confirm on your own because a rollback was asked for earlier.
+    `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. `next` (and the command in
+    `hint`) confirms exactly this preview, with the flags given; it is null when confirming
+    would be refused. Show the preview to the user and get their decision: do not confirm on
+    your own because a rollback was asked for earlier.
 
     With `--confirm` it acts: each step of `would_roll_back` is undone in that order (a store
     step by `op undo`, a command step by its `rollback` argv), saved as `undoing` before and
     with its outcome after; a failed undo does not stop the rest. The result adds the new
-    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`), per-step
-    `results` and the `acknowledged` steps (listed, not undone).
+    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`, with `next` the
+    preview to retry the rest), per-step `results` and the `acknowledged` steps (listed, not
+    undone).
 
     Refused with `--confirm` (E_REFUSED, nothing changed; `error.details.refusals` lists each
     reason): a workflow `pending`, `cancelled`, already `rolled_back`, or held by a live process;
@@ -267,58 +270,9 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
     rollback claims the workflow first, E_STATE. A rollback killed half-way leaves its step in
     flight under `unknown_effects`; after acknowledging it, a new rollback continues with the rest.
     """
-    from swarmctl import names, pids
-    from swarmctl.store import workflows as workflow_rows
-    from swarmctl.tools.workflow import blast_radius, execute, records
+    from swarmctl.tools.workflow import rollback
 
-    actor = ctx.require_actor() if req.confirm else (ctx.actor or "")
-    store = ctx.store()
-    with store.read() as conn:
-        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
-        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
-        radius = blast_radius.compute(
-            conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
-            include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
-        )
-    preview_id, br = radius["preview_id"], radius["blast_radius"]
-    if not req.confirm:
-        return {"action": "preview", "preview_id": preview_id, "blast_radius": br, "hint": views.preview_hint(wf.id, preview_id, br)}
-    if br["blockers"]:
-        codes = ", ".join(dict.fromkeys(b["code"] for b in br["blockers"]))
-        raise SwarmError(
-            "E_REFUSED",
-            f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
-            details={"workflow": wf.id, "preview_id": preview_id, "refusals": br["blockers"]},
-            hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=views.preview_call(wf.id, req),
-        )
-    me = pids.me()
-    with store.write(actor) as w:
-        rev = workflow_rows.rev(w.conn, wf.id)
-        if rev != wf.rev:
-            now = records.load(w.conn, wf.id)
-            raise SwarmError(
-                "E_STATE",
-                f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
-                details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
-                hint="Another process acted on it, perhaps another rollback. Preview again.",
-                next=views.preview_call(wf.id, req),
-            )
-        records.settle(w, wf)
-        records.claim(w, wf.id, "rolling_back", me, rollback_by=actor, rollback_at=w.at)
-    executor = execute.Executor(ctx, store, wf, actor, _progress(ctx))
-    results = executor.roll_back(br["would_roll_back"])
-    state = "rolled_back" if all(r["status"] == "rolled_back" for r in results) else "rollback_failed"
-    with store.write(actor) as w:
-        executor.owned(w)
-        records.release(w, wf.id, state)
-    acknowledged = [e["step"] for e in br["unknown_effects"] if e["acknowledged"]]
-    hint = (
-        "Every undo succeeded." if state == "rolled_back"
-        else "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
-    )
-    return {"action": "rolled_back", "preview_id": preview_id, "blast_radius": br, "hint": hint,
-            "state": state, "results": [views.public_outcome(r) for r in results], "acknowledged": acknowledged}
+    return rollback.confirm(ctx, req) if req.confirm else rollback.preview(ctx, req)
 
 
 # --- helpers ---------------------------------------------------------------------------------

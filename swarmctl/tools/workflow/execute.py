@@ -24,16 +24,26 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from swarmctl import pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_text, scrub_values
-from swarmctl import pids
+from swarmctl.spec import plain
 from swarmctl.store import Store, Writer
 from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
 from swarmctl.tools.workflow import definition, process, records
+from swarmctl.tools.workflow.models import (
+    CommandUndone,
+    ErrorInfo,
+    RefAfter,
+    RollbackEntry,
+    StoreStepUndoFailed,
+    StoreStepUndone,
+    UndoResult,
+)
 from swarmctl.tools.workflow.records import Step, Workflow
 
 Progress = Callable[[dict[str, Any]], None]
@@ -192,49 +202,48 @@ class Executor:
 
     # --- rolling back ------------------------------------------------------------------------
 
-    def roll_back(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
         rest. Returns one result per step."""
-        results = []
+        results: list[UndoResult] = []
         by_name = {s.name: s for s in self.wf.steps}
         for position, entry in enumerate(entries, start=1):
-            step = by_name[entry["step"]]
+            step = by_name[entry.step]
             self._report("rollback", "start", step, position, len(entries))
-            if step.kind == "run":
-                result = self._undo_command(step)
-            else:
-                result = self._undo_store_step(step)
-            self._report("rollback", "finish", step, position, len(entries), result["status"])
+            result = self._undo_command(step) if step.kind == "run" else self._undo_store_step(step)
+            self._report("rollback", "finish", step, position, len(entries), result.status)
             results.append(result)
         return results
 
-    def _undo_store_step(self, step: Step) -> dict[str, Any]:
-        base = {"step": step.name, "index": step.idx, "kind": step.kind}
+    def _undo_store_step(self, step: Step) -> StoreStepUndone | StoreStepUndoFailed:
         try:
             with self.store.write(self.actor) as w:
                 self.owned(w)
                 undone = undo_in(w, step.op, description=f"workflow {self.wf.id} rollback of step {step.name}: undo op {step.op}")
-                outcome = {
-                    "op": undone.op,
-                    "undid": step.op,
-                    "already_undone": undone.already_applied,
-                    "ref_moves": [{"name": m.name, "new": m.new} for m in undone.ref_moves],
-                    "at": w.at,
-                }
-                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op, undo_result=outcome)
+                result = StoreStepUndone(
+                    step=step.name, index=step.idx, kind=step.kind, status="rolled_back", op=undone.op, undid=step.op,
+                    already_undone=undone.already_applied,
+                    ref_moves=[RefAfter(name=m.name, new=m.new) for m in undone.ref_moves], at=w.at,
+                )
+                saved = plain(result)
+                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op,
+                                 undo_result={k: saved[k] for k in ("op", "undid", "already_undone", "ref_moves", "at")})
             step.status = "rolled_back"
-            return {**base, "status": "rolled_back", **outcome}
+            return result
         except LostOwnership:
             raise
         except SwarmError as exc:
-            outcome = {"undid": step.op, "error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             with self.store.write(self.actor) as w:
                 self.owned(w)
-                records.set_step(w, self.wf.id, step.idx, status="rollback_failed", undo_result={**outcome, "at": w.at})
+                records.set_step(w, self.wf.id, step.idx, status="rollback_failed",
+                                 undo_result={"undid": step.op, "error": plain(error), "at": w.at})
             step.status = "rollback_failed"
-            return {**base, "status": "rollback_failed", **outcome}
+            return StoreStepUndoFailed(
+                step=step.name, index=step.idx, kind=step.kind, status="rollback_failed", undid=step.op, error=error
+            )
 
-    def _undo_command(self, step: Step) -> dict[str, Any]:
+    def _undo_command(self, step: Step) -> CommandUndone:
         with self.store.write(self.actor) as w:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
@@ -247,4 +256,4 @@ class Executor:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, undo_result={**kept, "at": w.at})
         step.status = status
-        return {"step": step.name, "index": step.idx, "kind": step.kind, "status": status, **kept}
+        return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)
