@@ -109,3 +109,30 @@ def test_an_abandoned_init_of_a_finished_process_is_cleaned_up(tmp_path):
         assert not leftover.exists()
     finally:
         child.wait()
+
+
+def test_a_process_group_lives_while_any_member_does_even_after_its_leader_is_gone():
+    import signal
+    import time
+
+    leader = subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 30 & echo $!; read x"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    member = int(leader.stdout.readline())
+    start = pids.start_time(leader.pid)
+    leader.stdin.close()
+    leader.wait()  # the leader has exited; its child runs on in the group
+    try:
+        assert not pids.alive(leader.pid, start)
+        assert pids.group_alive(leader.pid, start)
+        me = pids.me()  # a pid now held by a process with another start time: the old group is gone
+        assert not pids.group_alive(me.pid, str(int(me.start) + 1))
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pids.alive(member):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not pids.group_alive(leader.pid, start)
+    assert not pids.group_alive(None, None)

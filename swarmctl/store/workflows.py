@@ -54,6 +54,8 @@ class StepRow(NamedTuple):
     undo_op: int | None
     undo_result: str | None  # JSON text
     interrupted_during: str | None
+    command_pid: int | None  # the process group of its command (the leader's pid)
+    command_start: str | None  # the leader's start time
 
 
 class Listed(NamedTuple):

@@ -89,7 +89,9 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     environment now and never stored, under its `timeout_s`; the tails of its output are kept.
     The run stops at an approval gate (state `awaiting_approval`: call `workflow approve`, then
     `workflow resume`) or at a failed step: the workflow is then `failed` and the command gives
-    E_STEP_FAILED, with `next` the rollback preview. An invalid file is E_INVALID_ARG (naming
+    E_STEP_FAILED, with `next` the rollback preview. Ctrl-C or SIGTERM while a command runs
+    kills its process group and saves the step `interrupted` (its effect unknown) before
+    swarmctl exits. An invalid file is E_INVALID_ARG (naming
     the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
     """
     from swarmctl import pids
@@ -113,8 +115,11 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
     """Show a workflow: its state, each step's status, what it did (the op of a store step; the
     exit code and output tails of a command), approvals and undo outcomes, and what to call next.
 
-    A step saved as running whose process is gone shows as `interrupted` (its effect is
-    unknown). Secrets are shown as `***`. Never writes to the store.
+    A step saved as running whose swarmctl and command are both gone shows as `interrupted` (its
+    effect is unknown). A step whose command outlives the swarmctl that started it (killed
+    with SIGKILL) still shows as `running`, with the command's `command_pid`: resume, cancel
+    and rollback refuse to act until it ends. Secrets are shown as `***`. Never writes to
+    the store.
     """
     from swarmctl.tools.workflow import records
 
@@ -164,7 +169,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     with `--retry` (an interrupted step's effect is unknown: check the target system first).
     Ends like `workflow run` (E_STEP_FAILED when a step fails). E_STATE when there is nothing
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
-    by a live process).
+    by a live process, including a step's command still running after its swarmctl was killed).
     """
     from swarmctl import pids
     from swarmctl.tools.workflow import execute, records
@@ -267,8 +272,11 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     a record it cannot read; unknown effects not acknowledged with
     `--acknowledge-unknown-effects STEP` (or `all`); a rollback command whose `${env:...}` is
     not set; `--expect-preview ID` that no longer matches the blast radius. When another
-    rollback claims the workflow first, E_STATE. A rollback killed half-way leaves its step in
-    flight under `unknown_effects`; after acknowledging it, a new rollback continues with the rest.
+    rollback claims the workflow first, E_STATE; also while a step's command still runs after
+    the swarmctl that started it was killed (blocker `command_running` in the preview: wait for
+    it or stop it first). A rollback killed half-way leaves its step in flight under
+    `unknown_effects`; after acknowledging it, a new rollback continues with the rest. Ctrl-C or
+    SIGTERM during a rollback command kills it and saves its step `interrupted`.
     """
     from swarmctl.tools.workflow import rollback
 

@@ -42,6 +42,7 @@ from swarmctl.tools.workflow.models import (
     AnyBlocker,
     BlastRadius,
     Blocker,
+    CommandRunningBlocker,
     HeldBlocker,
     MissingEnvBlocker,
     NotPredicted,
@@ -63,7 +64,7 @@ from swarmctl.tools.workflow.models import (
     UnknownEffect,
     Unmeasured,
 )
-from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other
+from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, orphaned_command
 
 
 class Radius(NamedTuple):
@@ -218,8 +219,17 @@ def blockers(
                 "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
             ))
     state = wf.observed
+    orphan = orphaned_command(wf)
     if state not in WORKFLOW_STATES:
         found.append(Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise"))
+    elif orphan is not None:
+        found.append(CommandRunningBlocker(
+            "command_running",
+            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
+            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
+            orphan.name,
+            orphan.command_pid,
+        ))
     elif held_by_other(wf):
         found.append(HeldBlocker(
             "workflow_state",

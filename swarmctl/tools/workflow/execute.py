@@ -4,9 +4,12 @@ The rules this module keeps:
 - Each change of a step is its own `Store.write()` transaction, and the store's write lock is
   never held while a command runs.
 - A command step is saved `running` (with this process's pid and start time) before its
-  process starts, and its outcome after; during a rollback, `undoing` before and the outcome
-  after. A process killed in between leaves the step in flight, which readers then see as
-  `interrupted`: its effect is unknown, and it is never re-run silently.
+  process starts, then with the command's process group (before the command proper starts:
+  process.py's gate), and its outcome after; during a rollback, `undoing` before and the
+  outcome after. A swarmctl killed in between leaves the step in flight: while the command's
+  group lives on, readers see it still `running` and nothing may run it (or its rollback)
+  again; once both are gone, `interrupted`: its effect is unknown, and it is never re-run
+  silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
 - A store step (and the undo of one) is a single transaction: its op and its new status
   commit together, so there is no moment at which its effect is unknown.
 - Every transaction first checks that this process still owns the workflow (E_STATE if not).
@@ -21,6 +24,7 @@ terminal. It must not raise.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -151,8 +155,8 @@ class Executor:
         with self.store.write(self.actor) as w:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
-                             started_at=w.at, finished_at=None, result=None, interrupted_during=None,
-                             attempts=step.attempts + 1)
+                             command_pid=None, command_start=None, started_at=w.at, finished_at=None, result=None,
+                             interrupted_during=None, attempts=step.attempts + 1)
             records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
         step.status = "running"
         outcome = self._command(step, step.spec["run"], during="run")
@@ -160,26 +164,50 @@ class Executor:
         status = "success" if outcome.ok else "failed"
         with self.store.write(self.actor) as w:
             self.owned(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, finished_at=w.at, result=result)
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
+                             command_start=None, finished_at=w.at, result=result)
         step.status, step.result = status, result
 
     def _command(self, step: Step, argv: list[str], *, during: str) -> process.CommandOutcome:
+        """Run the step's `run` or `rollback` argv. Its process group is saved with the step
+        before it starts, so that a reader can tell it still runs after this process is gone.
+        On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
+        still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
         env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
-        try:
-            return process.run_command(
-                [definition.expand(a, self.environ) for a in argv],
-                cwd=Path(self.wf.base_dir),
-                env=env,
-                timeout_s=spec["timeout_s"],
-            )
-        except KeyboardInterrupt:
-            # The process group is killed, but what it did before is unknown.
+
+        def started(group: pids.ProcessId) -> None:
             with self.store.write(self.actor) as w:
-                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
-                                 pid_start=None, finished_at=w.at)
-                records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, command_pid=group.pid, command_start=group.start)
+
+        try:
+            with process.terminate_as_interrupt():
+                return process.run_command(
+                    [definition.expand(a, self.environ) for a in argv],
+                    cwd=Path(self.wf.base_dir),
+                    env=env,
+                    timeout_s=spec["timeout_s"],
+                    on_start=started,
+                )
+        except KeyboardInterrupt:
+            self._save_interrupted(step, during)
             raise
+
+    def _save_interrupted(self, step: Step, during: str) -> None:
+        """The process group is killed, but what it did before is unknown."""
+        try:
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
+                                 pid_start=None, command_pid=None, command_start=None, finished_at=w.at)
+                records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
+        except (SwarmError, sqlite3.Error):
+            # Another process holds the workflow now (its record is not ours to write), or the
+            # store stayed locked: either way the step reads `interrupted` once this process and
+            # the command's group are gone, which they are about to be.
+            pass
+        step.status = "interrupted"
 
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
@@ -247,13 +275,14 @@ class Executor:
         with self.store.write(self.actor) as w:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
-                             undo_result={"started_at": w.at})
+                             command_pid=None, command_start=None, undo_result={"started_at": w.at})
         step.status = "undoing"
         outcome = self._command(step, step.spec["rollback"], during="rollback")
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
         with self.store.write(self.actor) as w:
             self.owned(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, undo_result={**kept, "at": w.at})
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
+                             command_start=None, undo_result={**kept, "at": w.at})
         step.status = status
         return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)

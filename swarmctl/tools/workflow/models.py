@@ -48,6 +48,7 @@ class StepView:
     name: str
     kind: str
     status: str
+    command_pid: int | None  # while its command runs: the pid of its process group (`kill -TERM -PID` stops it)
     attempts: int
     started_at: str | None
     finished_at: str | None
@@ -273,6 +274,17 @@ class StepBlocker:
 
 
 @result_type
+class CommandRunningBlocker:
+    """A step's command still runs though the swarmctl that started it is gone (`--confirm`
+    gives E_STATE): wait for it, or stop its process group `pid`."""
+
+    code: Literal["command_running"]
+    message: str
+    step: str
+    pid: int
+
+
+@result_type
 class UnacknowledgedBlocker:
     code: Literal["unknown_effects_unacknowledged"]
     message: str
@@ -295,7 +307,10 @@ class PreviewMismatchBlocker:
     actual: str
 
 
-AnyBlocker = Blocker | HeldBlocker | StepBlocker | UnacknowledgedBlocker | MissingEnvBlocker | PreviewMismatchBlocker
+AnyBlocker = (
+    Blocker | HeldBlocker | CommandRunningBlocker | StepBlocker | UnacknowledgedBlocker | MissingEnvBlocker
+    | PreviewMismatchBlocker
+)
 
 
 @result_type

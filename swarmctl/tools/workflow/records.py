@@ -1,10 +1,13 @@
 """Workflow records: reading them, seeing what they mean now, and saving changes. (The rows
 themselves are read and written by swarmctl/store/workflows.py.)
 
-What a reader sees is the *observed* state: a step saved as `running` or `undoing` whose
-process is gone is shown `interrupted` (its effect is unknown), and a workflow saved as
-`running` or `rolling_back` whose owner is gone is shown `failed` or `rollback_failed`. Reads
-never write; the next command that changes the workflow saves what was observed (`settle`).
+What a reader sees is the *observed* state: a step saved as `running` or `undoing` is shown
+`interrupted` (its effect is unknown) once both the swarmctl that saved it and the process
+group of its command are gone; while the command lives on without its swarmctl (killed with
+SIGKILL), the step stays `running` and the workflow is held: nothing may run it or its rollback
+again beside it. A workflow saved as `running` or `rolling_back` whose owner is gone (and no
+command of it running) is shown `failed` or `rollback_failed`. Reads never write; the next
+command that changes the workflow saves what was observed (`settle`).
 
 Every change here runs inside a `Store.write()` transaction passed in as `w`, and bumps the
 workflow's `rev`, which a rollback compares to claim the workflow only if nothing changed
@@ -58,8 +61,11 @@ class Step:
     undo_op: int | None
     undo_result: dict[str, Any] | None
     interrupted_during: str | None
+    command_pid: int | None  # the process group of the command it started (the leader's pid)
+    command_start: str | None
     problems: list[str] = field(default_factory=list)  # what could not be read
     observed: str = ""  # the status as it stands now (see module docstring)
+    command_alive: bool = False  # its command's process group still runs
 
     @property
     def known_status(self) -> bool:
@@ -170,14 +176,31 @@ def observe(wf: Workflow) -> None:
     wf.owner_alive = pids.alive(wf.owner_pid, wf.owner_start)
     for s in wf.steps:
         s.observed = s.status
-        if s.status in IN_FLIGHT and not pids.alive(s.pid, s.pid_start):
+        s.command_alive = s.status in IN_FLIGHT and pids.group_alive(s.command_pid, s.command_start)
+        if s.status in IN_FLIGHT and not s.command_alive and not pids.alive(s.pid, s.pid_start):
             s.observed = "interrupted"
-    wf.observed = HELD[wf.state] if wf.state in HELD and not wf.owner_alive else wf.state
+    held = wf.owner_alive or running_command(wf) is not None
+    wf.observed = HELD[wf.state] if wf.state in HELD and not held else wf.state
+
+
+def running_command(wf: Workflow) -> Step | None:
+    """A step whose command still runs (its process group lives), whether or not the swarmctl
+    that started it does."""
+    return next((s for s in wf.steps if s.command_alive), None)
 
 
 def held_by_other(wf: Workflow) -> bool:
-    """Whether another live process is acting on the workflow right now."""
-    return wf.state in ("pending", *HELD) and wf.owner_alive and wf.owner_pid != os.getpid()
+    """Whether another live process is acting on the workflow right now: another swarmctl, or
+    a command that outlived the swarmctl that started it."""
+    other_owner = wf.state in ("pending", *HELD) and wf.owner_alive and wf.owner_pid != os.getpid()
+    return other_owner or orphaned_command(wf) is not None
+
+
+def orphaned_command(wf: Workflow) -> Step | None:
+    """A step whose command still runs though the swarmctl that started it is gone: nothing will
+    record its outcome, and running it (or its rollback) again would run a second copy beside it."""
+    step = running_command(wf)
+    return step if step is not None and not pids.alive(step.pid, step.pid_start) else None
 
 
 def owner_view(wf: Workflow) -> dict[str, Any] | None:
@@ -229,7 +252,7 @@ def settle(w: Writer, wf: Workflow) -> None:
         if s.status in IN_FLIGHT and s.observed == "interrupted":
             during = "run" if s.status == "running" else "rollback"
             set_step(w, wf.id, s.idx, status="interrupted", interrupted_during=during, pid=None, pid_start=None,
-                     finished_at=w.at)
+                     command_pid=None, command_start=None, finished_at=w.at)
             s.status, s.interrupted_during, s.pid = "interrupted", during, None
     if wf.observed != wf.state:
         release(w, wf.id, wf.observed)

@@ -39,6 +39,7 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     """Undo the steps of `would_roll_back`, last first, unless something blocks it."""
     actor = ctx.require_actor()
     wf, radius = _assess(ctx, req, actor)
+    guards.no_orphaned_command(wf)
     _refuse_blocked(wf, radius, req)
     store = ctx.store()
     with store.write(actor) as w:

@@ -60,7 +60,8 @@ def status_view(wf: Any) -> WorkflowStatus:
         if public is not None:
             public.pop("name")
         steps.append(StepView(
-            index=s.idx, name=s.name, kind=s.kind, status=s.observed, attempts=s.attempts,
+            index=s.idx, name=s.name, kind=s.kind, status=s.observed,
+            command_pid=s.command_pid if s.command_alive else None, attempts=s.attempts,
             started_at=s.started_at, finished_at=s.finished_at, op=s.op, approved_by=s.approved_by,
             approved_at=s.approved_at, undo_op=s.undo_op, interrupted_during=during, definition=public,
             result=public_outcome(s.result), undo_result=public_outcome(s.undo_result),
