@@ -413,3 +413,27 @@ def test_the_output_schema_spells_out_the_blast_radius_and_the_results(kit):
     broken = copy.deepcopy(confirmed)
     broken["result"]["results"][0]["status"] = "maybe"
     assert not validator.is_valid(broken)
+
+
+def test_a_rollback_command_that_outlives_its_killed_rollback_is_not_run_twice(sw, kit):
+    """kill -9 of a rollback leaves its rollback command running: the step is still `undoing`,
+    and another rollback is refused (E_STATE) until the command ends."""
+    _, wf = kit.run(SLOW_UNDO.replace('["./hang.sh", "undeploy"]', '["./tick.sh", "undeploy"]'))
+    first = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
+    pgid = kit.wait_for_ticks("undeploy", first)
+    try:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        status = kit("workflow", "status", wf, actor=None).result
+        again = kit("workflow", "rollback", wf, "--confirm", "--include-completed", "--acknowledge-unknown-effects", "all")
+        assert kit.still_ticking("undeploy")
+    finally:
+        kit.kill_group(pgid)
+    assert status["workflow"]["state"] == "rolling_back"
+    assert (status["steps"][1]["status"], status["steps"][1]["command_pid"]) == ("undoing", pgid)
+    assert again.error["code"] == "E_STATE" and again.error["details"] == {
+        "workflow": wf, "step": "deploy", "status": "undoing", "pid": pgid,
+    }
+    assert (kit.dir / "undeploy.pid").read_text().strip() == str(pgid)  # one copy, never a second
+    after = kit("workflow", "rollback", wf, "--include-completed").result["blast_radius"]
+    assert [(e["step"], e["status"], e["during"]) for e in after["unknown_effects"]] == [("deploy", "interrupted", "rollback")]
