@@ -48,6 +48,31 @@ def test_redact_text_masks_assignments_in_output():
     assert redact_text("DEPLOY_TOKEN=abc123 region=eu\npassword: hunter2") == "DEPLOY_TOKEN=*** region=eu\npassword: ***"
 
 
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("Authorization: Bearer sk-live-1 next", "Authorization: Bearer *** next"),
+        ("authorization: token ghp_abc", "authorization: token ***"),
+        ('{"password": "two words", "user": "bob"}', '{"password": "***", "user": "bob"}'),
+        ("{'api_key':'k1'}", "{'api_key':'***'}"),
+        ("clone https://bob:hunter2@git.example/r.git", "clone https://bob:***@git.example/r.git"),
+        ("GET /x?region=eu&access_token=abc&page=2", "GET /x?region=eu&access_token=***"),
+        ("opts=--token=abc", "opts=--token=***"),  # an assignment inside another's value
+        ("ssh://git@host/r and key=value", "ssh://git@host/r and key=value"),  # a user name is no secret
+    ],
+)
+def test_redact_text_knows_headers_json_urls_and_nested_assignments(text, shown):
+    assert redact_text(text) == shown
+
+
+def test_an_argument_that_starts_with_an_assignment_hides_the_rest_of_it():
+    argv = ["curl", "-H", "Authorization: Bearer sk live", "--data", "DB_PASSWORD=correct horse", "https://u:p@h/x"]
+    assert redact_argv(argv) == ["curl", "-H", "Authorization: Bearer ***", "--data", "DB_PASSWORD=***", "https://u:***@h/x"]
+    assert [(i, argv[i][s.start : s.end]) for i, s in secrets.argv_secrets(argv)] == [
+        (2, "sk live"), (4, "correct horse"), (5, "p"),
+    ]
+
+
 def test_scrub_values_replaces_every_occurrence_longest_first():
     assert scrub_values("a s3cr3t and s3cr3t-long", ["s3cr3t", "s3cr3t-long"]) == f"a {MASK} and {MASK}"
     assert scrub_values("id 42", ["42"]) == "id 42"  # too short to be a secret: left alone
@@ -88,3 +113,34 @@ def test_a_secret_flag_value_never_survives_argv_redaction(flag, value, args):
         shown = redact_argv(argv)
         assert value not in " ".join(shown)
         assert len(shown) == len(argv)
+
+
+# Every form of the one grammar, for a secret-named key `k` and its value `v`: as free text, and
+# as a command line.
+FORMS = [
+    lambda k, v: f"{k}={v}",
+    lambda k, v: f"{k}: {v}",
+    lambda k, v: f"--{k}={v}",
+    lambda k, v: f'"{k}": "{v}"',
+    lambda k, v: f"{k}: Bearer {v}",
+    lambda k, v: f"https://user:{v}@host/path",
+]
+
+
+@given(marker=st.sampled_from(secrets.SECRET_MARKERS), prefix=_names, value=_values, form=st.sampled_from(FORMS),
+       before=st.lists(_values.map(str.lower), max_size=3))
+def test_every_form_of_the_grammar_is_hidden_in_text_and_argv_and_refused_in_a_definition(marker, prefix, value, form, before):
+    from swarmctl.envelope import SwarmError
+    from swarmctl.tools.workflow import definition
+
+    key = (prefix + marker).strip("-_") or marker
+    item = form(key, value)
+    assert value not in redact_text(" ".join([*before, item, "tail"]))
+    argv = ["prog", *before, item]
+    assert value not in " ".join(redact_argv(argv))
+    with pytest.raises(SwarmError) as refused:
+        definition.check_step({"name": "s", "run": argv}, 1)
+    assert refused.value.details["key"] == f"run[{len(argv) - 1}]"
+    # The same argument with the value taken from the environment is accepted as it is.
+    from_env = form(key, "${env:SECRET_VALUE}")
+    assert definition.check_step({"name": "s", "run": ["prog", *before, from_env]}, 1)["run"][-1] == from_env

@@ -37,6 +37,12 @@ INVALID = {
     "bad reference": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { A = "${nope}" }\n', "a", "env.A"),
     "literal secret in env": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { API_TOKEN = "abc" }\n', "a", "env.API_TOKEN"),
     "literal secret in argv": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x", "--password", "hunter2"]\n', "a", "run[2]"),
+    # One grammar (swarmctl/secrets.py) for what the check refuses and what output redaction hides:
+    "literal bearer header": ('name = "w"\n[[step]]\nname = "a"\nrun = ["curl", "-H", "Authorization: Bearer sk-live-4f1c"]\n', "a", "run[2]"),
+    "literal flag=value": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x", "--api-key=k-77"]\n', "a", "run[1]"),
+    "literal password in a URL": ('name = "w"\n[[step]]\nname = "a"\nrun = ["git", "clone", "https://bob:hunter2@git.example/r"]\n', "a", "run[2]"),
+    "literal secret in a rollback": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nrollback = ["x", "TOKEN=t-1"]\n', "a", "rollback[1]"),
+    "literal secret in an env value": ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nenv = { DB_URL = "postgres://app:pw-9@db/x" }\n', "a", "env.DB_URL"),
 }
 
 
@@ -54,6 +60,27 @@ def test_an_invalid_file_is_refused_naming_step_and_key(sw, case):
     assert error["details"].get("key") == key
     assert kit("workflow", "list", actor=None).result["workflows"] == []  # nothing was created
     assert kit.marks() == []
+
+
+def test_secrets_taken_from_the_environment_are_accepted_passed_and_never_shown(sw):
+    kit = Kit(sw)
+    (kit.dir / "args.sh").write_text('#!/bin/sh\nfor a in "$@"; do echo "$a" >> marks.log; done\n')
+    (kit.dir / "args.sh").chmod(0o755)
+    ran, wf = kit.run(
+        """\
+        name = "w"
+        [[step]]
+        name = "call"
+        run = ["./args.sh", "Authorization: Bearer ${env:API_TOKEN}", "https://bob:${env:API_TOKEN}@git.example/r"]
+        env = { DB_URL = "postgres://app:${env:API_TOKEN}@db/x" }
+        """,
+        env={"API_TOKEN": SECRET},
+    )
+    assert ran.exit == 0, ran.stdout
+    assert (kit.dir / "marks.log").read_text().splitlines() == [f"Authorization: Bearer {SECRET}", f"https://bob:{SECRET}@git.example/r"]
+    shown = tomllib.loads(kit("workflow", "show-definition", wf, actor=None).result["toml"])["step"][0]
+    assert shown["run"] == ["./args.sh", "Authorization: Bearer ***", "https://bob:***@git.example/r"]
+    assert shown["env"] == {"DB_URL": "postgres://app:***@db/x"}
 
 
 def test_toml_syntax_errors_and_missing_files_are_invalid_arguments(sw):

@@ -5,6 +5,8 @@ The command steps are real scripts (tests/wfkit.py) that append to marks.log, so
 sees which undos ran, in which order and how many times.
 """
 
+import json
+import shlex
 import signal
 import sqlite3
 from pathlib import Path
@@ -155,6 +157,48 @@ def test_an_op_already_undone_by_hand_is_not_undone_twice(sw, kit):
     assert kit("op", "log", "-n", "1", actor=None).result["ops"][0]["op"] == 5  # no new op
 
 
+def _hint_command(hint: str) -> list[str]:
+    """The command a preview's hint tells the user to run (between backticks)."""
+    return shlex.split(hint.split("`")[1])
+
+
+def test_the_preview_hint_and_next_confirm_with_the_flags_given(sw, kit):
+    """Following the preview's hint, or calling its `next`, confirms exactly that preview, with
+    --include-completed and --acknowledge-unknown-effects as they were given."""
+    _, wf = kit.run(SLOW_UNDO.replace('["./hang.sh", "undeploy"]', '["./mark.sh", "undeploy"]'))
+    preview = kit("workflow", "rollback", wf, "--include-completed").result
+    command = _hint_command(preview["hint"])
+    assert command == preview["next"]["argv"] == [
+        "swarmctl", "workflow", "rollback", wf, "--confirm", "--expect-preview", preview["preview_id"], "--include-completed",
+    ]
+    done = kit(*command[1:])
+    assert done.result["state"] == "rolled_back" and done.result["next"] is None
+    assert kit.marks() == ["deploy", "notify", "unnotify", "undeploy"]
+
+    # A step a killed run left in flight: its pid is gone, so its effect is unknown.
+    (kit.dir / "marks.log").unlink()
+    wf = failed_release(kit)
+    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
+        db.execute("UPDATE workflow_steps SET status = 'running', pid = ? WHERE workflow = ? AND name = 'notify'", (2**22 + 7, wf))
+    preview = kit("workflow", "rollback", wf, "--acknowledge-unknown-effects", "notify").result
+    call = preview["next"]
+    assert call["arguments"] == {
+        "workflow": wf, "confirm": True, "expect_preview": preview["preview_id"], "acknowledge_unknown_effects": ["notify"],
+    }
+    assert _hint_command(preview["hint"]) == call["argv"]
+    done = kit("call", call["tool"], json.dumps(call["arguments"]))  # as an agent over MCP would
+    assert done.result["state"] == "rolled_back" and done.result["acknowledged"] == ["notify"]
+    assert [r["step"] for r in done.result["results"]] == ["deploy", "promote"]
+
+
+def test_a_refusal_and_a_blocked_preview_point_back_to_the_preview_with_the_flags_given(kit):
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy"]\n')
+    stale = refused(kit, wf, "--include-completed", "--expect-preview", "pv-0000000000000000")
+    assert stale.error["next"]["argv"] == ["swarmctl", "workflow", "rollback", wf, "--include-completed"]
+    blocked = kit("workflow", "rollback", wf).result  # completed, not included
+    assert blocked["next"] is None and blocked["hint"].startswith("Confirming would be refused")
+
+
 # --- refusals: E_REFUSED, nothing changed -----------------------------------------------------
 
 
@@ -184,13 +228,14 @@ def test_refused_when_cancelled(sw, kit, golden):
 
 def test_refused_when_pending(sw, kit, golden):
     """A workflow whose run died between creating it and starting its first step."""
+    from swarmctl import pids
     from swarmctl.store import Store
-    from swarmctl.tools.workflow import definition, process, records
+    from swarmctl.tools.workflow import definition, records
 
     flow = kit.write(RELEASE)
     store = Store.open(Path(kit.repo))
     with store.write(ALICE) as w:
-        records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), process.ProcessId(2**22 + 7, "1"))
+        records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), pids.ProcessId(2**22 + 7, "1"))
     store.close()
     ran = refused(kit, "wf-pending1")
     assert sw.transcript(ran) == golden
@@ -340,3 +385,55 @@ def test_the_json_door_gets_the_same_refusal_as_the_cli(sw, kit):
     assert door == cli.envelope
     assert door["error"]["code"] == "E_REFUSED"
     assert kit.marks() == ["migrate", "deploy", "notify"]
+
+
+def test_the_output_schema_spells_out_the_blast_radius_and_the_results(kit):
+    """The MCP outputSchema of workflow_rollback types the blast radius and each step's result:
+    real outputs fit it, and one with an entry that lacks its predicted outcome does not."""
+    import copy
+
+    import jsonschema
+
+    from swarmctl import registry, schemas
+
+    validator = jsonschema.Draft202012Validator(schemas.envelope_schema(registry.get("workflow_rollback")))
+    result = validator.schema["properties"]["result"]
+    entry = result["properties"]["blast_radius"]["properties"]["would_roll_back"]["items"]
+    assert {"undo", "predicted", "retry"} <= set(entry["required"])
+    wf = failed_release(kit)
+    kit("ref", "set", "release/v1", kit.c1)  # promote's undo is now predicted to fail
+    preview = kit("workflow", "rollback", wf).envelope
+    confirmed = kit("workflow", "rollback", wf, "--confirm").envelope
+    for output in (preview, confirmed):
+        validator.validate(output)
+    assert {r["status"] for r in confirmed["result"]["results"]} == {"rolled_back", "rollback_failed"}
+    broken = copy.deepcopy(preview)
+    del broken["result"]["blast_radius"]["would_roll_back"][0]["predicted"]
+    assert not validator.is_valid(broken)
+    broken = copy.deepcopy(confirmed)
+    broken["result"]["results"][0]["status"] = "maybe"
+    assert not validator.is_valid(broken)
+
+
+def test_a_rollback_command_that_outlives_its_killed_rollback_is_not_run_twice(sw, kit):
+    """kill -9 of a rollback leaves its rollback command running: the step is still `undoing`,
+    and another rollback is refused (E_STATE) until the command ends."""
+    _, wf = kit.run(SLOW_UNDO.replace('["./hang.sh", "undeploy"]', '["./tick.sh", "undeploy"]'))
+    first = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
+    pgid = kit.wait_for_ticks("undeploy", first)
+    try:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        status = kit("workflow", "status", wf, actor=None).result
+        again = kit("workflow", "rollback", wf, "--confirm", "--include-completed", "--acknowledge-unknown-effects", "all")
+        assert kit.still_ticking("undeploy")
+    finally:
+        kit.kill_group(pgid)
+    assert status["workflow"]["state"] == "rolling_back"
+    assert (status["steps"][1]["status"], status["steps"][1]["command_pid"]) == ("undoing", pgid)
+    assert again.error["code"] == "E_STATE" and again.error["details"] == {
+        "workflow": wf, "step": "deploy", "status": "undoing", "pid": pgid,
+    }
+    assert (kit.dir / "undeploy.pid").read_text().strip() == str(pgid)  # one copy, never a second
+    after = kit("workflow", "rollback", wf, "--include-completed").result["blast_radius"]
+    assert [(e["step"], e["status"], e["during"]) for e in after["unknown_effects"]] == [("deploy", "interrupted", "rollback")]

@@ -46,7 +46,8 @@ def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
     assert kit.marks() == ["deploy"]
     op = kit("op", "show", str(status.result["steps"][0]["op"]), actor=None).result
     assert op["kind"] == "workflow_step"
-    assert op["description"] == f"workflow {wf} step promote: create release/v1 to {kit.c2[:12]}"
+    # Described as `ref set` describes it (tools/ref.py set_in), led by the workflow and step.
+    assert op["description"] == f"workflow {wf} step promote: create release/v1 at {kit.c2[:12]}"
     assert op["actor"] == ALICE
 
 
@@ -126,7 +127,8 @@ def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     op = ran.result["steps"][0]["op"]
     assert kit("op", "show", str(op), actor=None).result["ref_moves"] == [{"name": "release/v1", "old": kit.c2, "new": None}]
     ran, _ = kit.run('name = "del"\n[[step]]\nname = "again"\nref_delete = { name = "release/v1" }\n', name="del.toml")
-    assert ran.error["details"]["result"]["error"]["code"] == "E_NOT_FOUND"
+    error = ran.error["details"]["result"]["error"]
+    assert (error["code"], error["hint"]) == ("E_NOT_FOUND", "`swarmctl ref list` lists the refs.")  # as `ref delete` says it
 
 
 def test_relative_command_paths_resolve_against_the_workflow_file(sw):
@@ -310,3 +312,127 @@ def test_a_secret_a_command_prints_as_key_value_is_masked_before_it_is_stored(sw
     assert ran.result["steps"][0]["result"]["stdout_tail"] == "connecting with API_KEY=*** to eu\n"
     kit("workflow", "status", wf, actor=None)  # a read, to be sure the store is closed and flushed
     assert b"kv-literal-0042" not in kit.db_bytes()
+
+
+# --- a command that outlives swarmctl, and swarmctl told to stop (real processes) --------------
+
+TICKING = """\
+    name = "ticking"
+    [[step]]
+    name = "promote"
+    ref_set = { name = "release/v1", to = "main" }
+    [[step]]
+    name = "deploy"
+    run = ["./tick.sh", "deploy"]
+    rollback = ["./mark.sh", "undeploy"]
+    """
+
+
+def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_it_again(sw):
+    """kill -9 of swarmctl leaves its command running: the step is `running` (not interrupted),
+    and resume --retry, rollback --confirm and cancel refuse (E_STATE) until the command ends."""
+    from swarmctl import pids
+
+    kit = Kit(sw)
+    kit.write(TICKING)
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pgid = kit.wait_for_ticks("deploy", proc)
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        wf = kit("workflow", "list", actor=None).result["workflows"][0]
+        status = kit("workflow", "status", wf["id"], actor=None).result
+        retry = kit("workflow", "resume", wf["id"], "--retry", "deploy")
+        rollback = kit("workflow", "rollback", wf["id"], "--confirm", "--acknowledge-unknown-effects", "all")
+        cancel = kit("workflow", "cancel", wf["id"])
+        preview = kit("workflow", "rollback", wf["id"], actor=None).result
+        assert kit.still_ticking("deploy")  # the one copy runs on, alone
+    finally:
+        kit.kill_group(pgid)
+    assert wf["state"] == "running"
+    deploy = status["steps"][1]
+    assert (deploy["status"], deploy["command_pid"], deploy["interrupted_during"]) == ("running", pgid, None)
+    assert status["workflow"]["state"] == "running" and status["workflow"]["owner"]["alive"] is False
+    assert status["next"] == []  # no retry and no rollback offered while it runs
+    for refused in (retry, rollback, cancel):
+        assert refused.exit == 7 and refused.error["code"] == "E_STATE", refused.stdout
+        assert "still running" in refused.error["message"] and f"pid {pgid}" in refused.error["message"]
+        assert refused.error["details"]["pid"] == pgid and f"kill -TERM -{pgid}" in refused.error["hint"]
+    assert [(b["code"], b["pid"]) for b in preview["blast_radius"]["blockers"] if b["code"] == "command_running"] == [
+        ("command_running", pgid)
+    ]
+    assert preview["next"] is None
+    # Once the command is gone, its effect is unknown: the step is interrupted, and a retry or a
+    # rollback is offered.
+    after = kit("workflow", "status", wf["id"], actor=None).result
+    assert after["workflow"]["state"] == "failed"
+    assert (after["steps"][1]["status"], after["steps"][1]["command_pid"]) == ("interrupted", None)
+    assert [c["argv"][2:] for c in after["next"]] == [["rollback", wf["id"]], ["resume", wf["id"], "--retry", "deploy"]]
+    assert not pids.group_alive(pgid, None)
+
+
+def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
+    kit = Kit(sw)
+    kit.write(TICKING)
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pgid = kit.wait_for_ticks("deploy", proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    from swarmctl import pids
+
+    alive = pids.group_alive(pgid, None)
+    kit.kill_group(pgid)
+    assert not alive, "the command outlived SIGTERM to swarmctl"
+    assert proc.returncode == 130
+    assert not kit.still_ticking("deploy")
+    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    status = kit("workflow", "status", wf, actor=None).result
+    assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
+    deploy = status["steps"][1]
+    assert (deploy["status"], deploy["interrupted_during"], deploy["command_pid"]) == ("interrupted", "run", None)
+
+
+def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupted(sw):
+    from swarmctl import pids
+
+    kit = Kit(sw)
+    _, wf = kit.run(TICKING.replace('["./tick.sh", "deploy"]', '["./mark.sh", "deploy"]').replace(
+        '["./mark.sh", "undeploy"]', '["./tick.sh", "undeploy"]'))
+    proc = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
+    pgid = kit.wait_for_ticks("undeploy", proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    alive = pids.group_alive(pgid, None)
+    kit.kill_group(pgid)
+    assert not alive, "the rollback command outlived SIGTERM to swarmctl"
+    assert proc.returncode == 130
+    status = kit("workflow", "status", wf, actor=None).result
+    assert status["workflow"]["state"] == "rollback_failed" and status["workflow"]["owner"] is None
+    deploy = status["steps"][1]
+    assert (deploy["status"], deploy["interrupted_during"]) == ("interrupted", "rollback")
+    assert status["steps"][0]["status"] == "success"  # promote's undo never began
+
+
+def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
+    """The Ctrl-C path kills its command but saves nothing over a record it no longer owns."""
+    from swarmctl import pids
+
+    kit = Kit(sw)
+    kit.write(TICKING)
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pgid = kit.wait_for_ticks("deploy", proc)
+    wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    me = pids.me()
+    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:  # as if another process had taken it over
+        db.execute("UPDATE workflows SET owner_pid = ?, owner_start = ?, owner_actor = 'human/bob' WHERE id = ?", (me.pid, me.start, wf))
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+        alive = pids.group_alive(pgid, None)
+    finally:
+        kit.kill_group(pgid)
+    assert proc.returncode == 130 and not alive
+    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
+        held = db.execute("SELECT state, owner_pid, owner_actor FROM workflows WHERE id = ?", (wf,)).fetchone()
+        step = db.execute("SELECT status FROM workflow_steps WHERE workflow = ? AND name = 'deploy'", (wf,)).fetchone()
+    assert held == ("running", me.pid, "human/bob") and step == ("running",)

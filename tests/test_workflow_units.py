@@ -5,23 +5,24 @@ import os
 import subprocess
 import sys
 
+from swarmctl import pids
 from swarmctl.tools.workflow import blast_radius, definition, process
 
 
 def test_a_live_process_is_alive_only_with_its_own_start_time():
-    me = process.me()
+    me = pids.me()
     assert me.start is not None
-    assert process.alive(me.pid, me.start)
+    assert pids.alive(me.pid, me.start)
     # The same pid with another start time is a different process that reused the pid.
-    assert not process.alive(me.pid, str(int(me.start) + 1))
-    assert not process.alive(None, None)
+    assert not pids.alive(me.pid, str(int(me.start) + 1))
+    assert not pids.alive(None, None)
 
 
 def test_a_finished_process_is_not_alive():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = process.start_time(child.pid)
+    start = pids.start_time(child.pid)
     child.wait()
-    assert not process.alive(child.pid, start)
+    assert not pids.alive(child.pid, start)
 
 
 def test_references_expand_and_escape():
@@ -75,3 +76,63 @@ def test_a_program_that_cannot_start_is_a_failed_outcome_not_a_crash(tmp_path):
     assert process.program_problem("./plain.txt", tmp_path, os.environ).startswith("not executable")
     assert process.program_problem("no-such-program-anywhere", tmp_path, os.environ).endswith("is not on PATH")
     assert process.program_problem("sh", tmp_path, os.environ) is None
+
+
+def test_no_tool_module_runs_sql():
+    """Rows are read and written in swarmctl/store/ (workflows.py for workflows), never in tools/."""
+    import ast
+    from pathlib import Path
+
+    import swarmctl
+
+    tools = Path(swarmctl.__file__).parent / "tools"
+    found = []
+    for path in sorted(tools.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "executescript"):
+                found.append(f"{path.relative_to(tools)}:{node.lineno}")
+    assert found == []
+
+
+def test_an_abandoned_init_of_a_finished_process_is_cleaned_up(tmp_path):
+    """`init` removes what an init killed half-way left, once its process is gone, even while
+    that process is still a zombie (it writes no more)."""
+    from swarmctl.store import Store
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    while pids.start_time(child.pid) is not None:  # until it has exited, unreaped
+        pass
+    leftover = tmp_path / f"swarmops.db.init-{child.pid}"
+    leftover.write_bytes(b"half a store")
+    try:
+        Store.create(tmp_path, "human/alice").close()
+        assert not leftover.exists()
+    finally:
+        child.wait()
+
+
+def test_a_process_group_lives_while_any_member_does_even_after_its_leader_is_gone():
+    import signal
+    import time
+
+    leader = subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 30 & echo $!; read x"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    member = int(leader.stdout.readline())
+    start = pids.start_time(leader.pid)
+    leader.stdin.close()
+    leader.wait()  # the leader has exited; its child runs on in the group
+    try:
+        assert not pids.alive(leader.pid, start)
+        assert pids.group_alive(leader.pid, start)
+        me = pids.me()  # a pid now held by a process with another start time: the old group is gone
+        assert not pids.group_alive(me.pid, str(int(me.start) + 1))
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pids.alive(member):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not pids.group_alive(leader.pid, start)
+    assert not pids.group_alive(None, None)

@@ -4,7 +4,9 @@ to use as command steps, and a few ways to run swarmctl on them.
 The scripts run in the workflow file's folder and leave evidence there: `mark.sh WORD`
 appends WORD to marks.log (so a test sees what ran, in which order, how many times),
 `fail.sh` says something on stderr and exits 3, `hang.sh WORD` marks, writes its pid to
-WORD.pid and sleeps (for timeouts and kills), `leak.sh` prints the secret it was given.
+WORD.pid and sleeps (for timeouts and kills), `tick.sh WORD` writes its pid to WORD.pid and
+then a line to WORD.ticks every 50 ms for 30 s, through child processes of its group (to see
+whether a command still runs), `leak.sh` prints the secret it was given.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ SCRIPTS = {
         echo "$1" >> marks.log
         echo $$ > "$1.pid"
         exec sleep 30
+        """,
+    "tick.sh": """\
+        #!/bin/sh
+        echo $$ > "$1.pid"
+        i=0
+        while [ $i -lt 600 ]; do echo tick >> "$1.ticks"; i=$((i+1)); sleep 0.05; done
         """,
     "leak.sh": """\
         #!/bin/sh
@@ -111,6 +119,37 @@ class Kit:
             os.kill(int((self.dir / f"{word}.pid").read_text()), signal.SIGKILL)
         except (ProcessLookupError, FileNotFoundError, ValueError):
             pass
+
+    def ticks(self, word: str) -> int:
+        path = self.dir / f"{word}.ticks"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def wait_for_ticks(self, word: str, proc: subprocess.Popen | None = None, timeout_s: float = 20) -> int:
+        """Wait until tick.sh WORD ticks; its pid (that of its process group)."""
+        deadline = time.monotonic() + timeout_s
+        while self.ticks(word) < 2:
+            assert proc is None or proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"{word} never ticked"
+            time.sleep(0.02)
+        return int((self.dir / f"{word}.pid").read_text())
+
+    def still_ticking(self, word: str) -> bool:
+        before = self.ticks(word)
+        time.sleep(0.3)
+        return self.ticks(word) > before
+
+    def kill_group(self, pgid: int) -> None:
+        """Kill what is left of a command's process group and wait until it is gone."""
+        from swarmctl import pids
+
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 10
+        while pids.group_alive(pgid, None):
+            assert time.monotonic() < deadline, f"process group {pgid} outlived SIGKILL"
+            time.sleep(0.02)
 
     def db_bytes(self) -> bytes:
         """The store's database files as they are on disk (main file, -wal, -shm)."""

@@ -69,12 +69,11 @@ def _schema_types(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, st
 
 
 def _workflows(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import workflows
+
     store = _store(ctx)
     with store.read() as conn:
-        rows = conn.execute(
-            "SELECT id, name, state FROM workflows WHERE id >= ? AND id < ? ORDER BY created_at DESC LIMIT 50",
-            (incomplete, incomplete + "\U0010ffff"),
-        ).fetchall()
+        rows = workflows.list_ids(conn, incomplete, 50)
     for wf_id, name, state in rows:
         yield wf_id, f"{name} ({state})"
 
@@ -85,19 +84,18 @@ def _steps(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     given = ctx.params.get("workflow") or next((a for a in ctx.args if not a.startswith("-")), None)
     if not given:
         return
+    from swarmctl.store import workflows
     from swarmctl.tools.workflow import records
+    from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
 
     store = _store(ctx)
     with store.read() as conn:
-        wf_id = records.resolve_id(conn, given)
-        rows = conn.execute(
-            "SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (wf_id,)
-        ).fetchall()
+        rows = workflows.step_names(conn, records.resolve_id(conn, given))
     for name, kind, status in rows:
         if name.startswith(incomplete):
             yield name, f"{kind}, {status}"
-    if ctx.command.name == "rollback" and "all".startswith(incomplete):
-        yield "all", "every step with unknown effects (--acknowledge-unknown-effects)"
+    if ctx.command.name == "rollback" and ACKNOWLEDGE_ALL.startswith(incomplete):
+        yield ACKNOWLEDGE_ALL, "every step with unknown effects (--acknowledge-unknown-effects)"
 
 
 def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:

@@ -230,7 +230,9 @@ def _blast_radius(console, result: dict[str, Any]) -> None:
     title = "rollback preview" if result["action"] == "preview" else f"rolled back: {result['state']}"
     console.print(f"[bold]{title}[/] of {wf['id']} {wf['name']} ({wf['state']} → {radius['state_after']})", soft_wrap=True)
     console.print(f"preview_id: {result['preview_id']}")
-    for group in ("would_roll_back", "left_in_place", "unknown_effects", "not_reversed", "already_rolled_back", "no_effect"):
+    from swarmctl.tools.workflow.models import RADIUS_LISTS
+
+    for group in RADIUS_LISTS:
         entries = radius[group]
         console.print(f"[bold]{group}[/] ({len(entries)})")
         for e in entries:

@@ -38,20 +38,12 @@ def _already_a_store(path: Path, why: str = "") -> SwarmError:
 
 def _remove_abandoned_inits(path: Path) -> None:
     """Remove what an `init` killed half-way left behind (its process is gone)."""
+    from swarmctl import pids
+
     for leftover in path.glob(f"{DB_FILE}.init-*"):
         pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pids.alive(int(pid)):
             leftover.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Store:

@@ -119,7 +119,8 @@ CREATE TABLE tx_baselines (
 # its row (`op`), as is the op that undid it (`undo_op`). `rev` counts the changes to a
 # workflow and its steps: a rollback claims the workflow only if nothing changed since it
 # checked its safety rules. `owner_*` and a step's `pid`/`pid_start` name the process acting
-# on it (pid and its start time from /proc, so a reused pid is not taken for a live one).
+# on it (pid and its start time from /proc, so a reused pid is not taken for a live one), and
+# `command_*` the process group of the command it started, which may outlive it.
 # `${env:...}` values are never written here: a step's `spec` keeps the reference.
 SCHEMA += """
 CREATE TABLE workflows (
@@ -162,6 +163,8 @@ CREATE TABLE workflow_steps (
     undo_op            INTEGER REFERENCES ops(op),
     undo_result        TEXT,               -- JSON: the outcome of undoing it
     interrupted_during TEXT,               -- run or rollback
+    command_pid        INTEGER,            -- the process group of its command (its leader's pid) ...
+    command_start      TEXT,               -- ... and the leader's start time, while it may run
     PRIMARY KEY (workflow, idx),
     UNIQUE (workflow, name)
 ) WITHOUT ROWID;

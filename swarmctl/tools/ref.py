@@ -1,11 +1,12 @@
 """Refs: names that each point at one changeset, moved by compare-and-swap."""
 
+from typing import Any
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
-from swarmctl.store import Move, conflicts, queries
+from swarmctl.store import Move, Writer, conflicts, queries
 from swarmctl.tools.common import REF_NAME_CLI, TARGET_CLI, resolve_changeset
 
 
@@ -110,6 +111,48 @@ def _check_expect(name: str, expect: str | None) -> None:
         )
 
 
+# `expected=` of set_in/delete_in when the caller asks for no compare-and-swap.
+ANY = object()
+
+
+def set_in(
+    w: Writer, name: str, target_id: str, *, expected: Any = ANY, kind: str = "ref_set", context: str | None = None
+) -> RefSetResult:
+    """Point ref `name` at changeset `target_id` (a full id), inside the caller's write
+    transaction, as one op of `kind`, or none when it already names it. With `expected` (a
+    changeset id, or None for "must not exist") it is a compare-and-swap: E_CAS_MISMATCH if the
+    ref is not so. `context` leads the op's description (`workflow wf-... step promote: ...`)."""
+    row = queries.ref_row(w.conn, name)
+    current = row["target"] if row else None
+    if expected is not ANY and current != expected:
+        raise _cas_error(name, expected, current, row["op"] if row else None)
+    if current == target_id:
+        return RefSetResult(name=name, old=current, new=target_id, op=None)
+    what = f"set {name} to" if current else f"create {name} at"
+    op = w.append_op(kind, _described(context, f"{what} {names.short_id(target_id)}"), [Move(name, current, target_id)])
+    return RefSetResult(name=name, old=current, new=target_id, op=op)
+
+
+def delete_in(
+    w: Writer, name: str, *, expected: Any = ANY, kind: str = "ref_delete", context: str | None = None
+) -> RefDeleteResult:
+    """Delete ref `name` inside the caller's write transaction, as one op of `kind`: E_NOT_FOUND
+    if there is no such ref; with `expected`, E_CAS_MISMATCH unless it names that changeset.
+    `context` leads the op's description, as for `set_in`."""
+    row = queries.ref_row(w.conn, name)
+    if row is None:
+        raise _not_found(name)
+    if expected is not ANY and row["target"] != expected:
+        raise _cas_error(name, expected, row["target"], row["op"])
+    description = _described(context, f"delete {name} (was {names.short_id(row['target'])})")
+    op = w.append_op(kind, description, [Move(name, row["target"], None)])
+    return RefDeleteResult(name=name, old=row["target"], op=op)
+
+
+def _described(context: str | None, what: str) -> str:
+    return f"{context}: {what}" if context else what
+
+
 def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     """Point a ref at a changeset, creating the ref if needed, as one op. With `--expect OLD` or
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
@@ -122,17 +165,12 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     store = ctx.store()
     with store.write(actor) as w:
         new = resolve_changeset(ctx, w.conn, req.target)
-        row = queries.ref_row(w.conn, name)
-        current = row["target"] if row else None
-        if req.create or req.expect is not None:
-            expected = None if req.create else resolve_changeset(ctx, w.conn, req.expect)
-            if current != expected:
-                raise _cas_error(name, expected, current, row["op"] if row else None)
-        if current == new:
-            return RefSetResult(name=name, old=current, new=new, op=None)
-        what = f"set {name} to" if current else f"create {name} at"
-        op = w.append_op("ref_set", f"{what} {names.short_id(new)}", [Move(name, current, new)])
-    return RefSetResult(name=name, old=current, new=new, op=op)
+        expected: Any = ANY
+        if req.create:
+            expected = None
+        elif req.expect is not None:
+            expected = resolve_changeset(ctx, w.conn, req.expect)
+        return set_in(w, name, new, expected=expected)
 
 
 def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
@@ -143,15 +181,10 @@ def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
     _check_expect(name, req.expect)
     store = ctx.store()
     with store.write(actor) as w:
-        row = queries.ref_row(w.conn, name)
-        if row is None:
-            raise _not_found(name)
-        if req.expect is not None:
-            expected = resolve_changeset(ctx, w.conn, req.expect)
-            if row["target"] != expected:
-                raise _cas_error(name, expected, row["target"], row["op"])
-        op = w.append_op("ref_delete", f"delete {name} (was {names.short_id(row['target'])})", [Move(name, row["target"], None)])
-    return RefDeleteResult(name=name, old=row["target"], op=op)
+        if queries.ref_row(w.conn, name) is None:
+            raise _not_found(name)  # before resolving --expect: a missing ref is the first thing to say
+        expected = resolve_changeset(ctx, w.conn, req.expect) if req.expect is not None else ANY
+        return delete_in(w, name, expected=expected)
 
 
 def ref_list(ctx: Context, req: RefListReq) -> RefListResult:

@@ -5,13 +5,15 @@ A workflow is a sequence of steps defined in a TOML file, run and recorded by sw
 rolled back after a preview of its blast radius. Where each part lives:
 
     definition.py    the TOML format: checking it strictly, `${env:...}`, writing it back
-    records.py       the rows in the store, and what a saved state means now (liveness)
-    process.py       pids and their start times; running a command with a timeout
+    records.py       a workflow as read from the store, what a saved state means now (liveness),
+                     and saving changes (the SQL is in swarmctl/store/workflows.py)
+    process.py       running a command with a timeout (liveness of pids: swarmctl/pids.py)
     execute.py       carrying out steps: running forward, undoing in a rollback
+    rollback.py      `workflow rollback`: the preview, and the confirmation that acts on it
     blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
     guards.py        the rules of approve, resume and cancel
     models.py        request and result types
-    views.py         the status view, next calls, preview hints
+    views.py         the status view and what to call next
 
 This module holds the tool functions (whose docstrings are the help text) and the registry
 entries. Every result and error leaves through `_public`, which redacts secrets
@@ -27,7 +29,6 @@ cancelled. A workflow saved `running`/`rolling_back` whose process is gone reads
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Callable
 
 from swarmctl.context import Context
@@ -88,22 +89,21 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     environment now and never stored, under its `timeout_s`; the tails of its output are kept.
     The run stops at an approval gate (state `awaiting_approval`: call `workflow approve`, then
     `workflow resume`) or at a failed step: the workflow is then `failed` and the command gives
-    E_STEP_FAILED, with `next` the rollback preview. An invalid file is E_INVALID_ARG (naming
+    E_STEP_FAILED, with `next` the rollback preview. Ctrl-C or SIGTERM while a command runs
+    kills its process group and saves the step `interrupted` (its effect unknown) before
+    swarmctl exits. An invalid file is E_INVALID_ARG (naming
     the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
     """
-    from swarmctl.tools.workflow import definition, execute, process, records
+    from swarmctl import pids
+    from swarmctl.tools.workflow import definition, execute, records
 
     actor = ctx.require_actor()
     path = (ctx.cwd / req.file).absolute()
     spec = definition.load(path)
     guards.require_env(spec["steps"])
     store = ctx.store()
-    me = process.me()
     with store.write(actor) as w:
-        wf_id = records.new_id()
-        while w.conn.execute("SELECT 1 FROM workflows WHERE id = ?", (wf_id,)).fetchone():
-            wf_id = records.new_id()
-        records.insert(w, wf_id, spec, str(path), str(path.parent), me)
+        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -115,8 +115,11 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
     """Show a workflow: its state, each step's status, what it did (the op of a store step; the
     exit code and output tails of a command), approvals and undo outcomes, and what to call next.
 
-    A step saved as running whose process is gone shows as `interrupted` (its effect is
-    unknown). Secrets are shown as `***`. Never writes to the store.
+    A step saved as running whose swarmctl and command are both gone shows as `interrupted` (its
+    effect is unknown). A step whose command outlives the swarmctl that started it (killed
+    with SIGKILL) still shows as `running`, with the command's `command_pid`: resume, cancel
+    and rollback refuse to act until it ends. Secrets are shown as `***`. Never writes to
+    the store.
     """
     from swarmctl.tools.workflow import records
 
@@ -132,8 +135,8 @@ def workflow_list(ctx: Context, req: WorkflowListReq) -> WorkflowListResult:
     from swarmctl.tools.workflow import records
 
     with ctx.store().read() as conn:
-        rows = records.list_rows(conn, req.state, req.limit)
-    return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in rows[: req.limit]], has_more=len(rows) > req.limit)
+        found = records.summaries(conn, req.state, req.limit + 1)
+    return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in found[: req.limit]], has_more=len(found) > req.limit)
 
 
 @_public
@@ -166,9 +169,10 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     with `--retry` (an interrupted step's effect is unknown: check the target system first).
     Ends like `workflow run` (E_STEP_FAILED when a step fails). E_STATE when there is nothing
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
-    by a live process).
+    by a live process, including a step's command still running after its swarmctl was killed).
     """
-    from swarmctl.tools.workflow import execute, process, records
+    from swarmctl import pids
+    from swarmctl.tools.workflow import execute, records
 
     actor = ctx.require_actor()
     store = ctx.store()
@@ -179,7 +183,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", process.me())
+        records.claim(w, wf.id, "running", pids.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -239,25 +243,28 @@ def workflow_show_definition(ctx: Context, req: WorkflowShowDefinitionReq) -> Wo
 
 
 @_public
-def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
+def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     """Roll back a workflow: undo its completed steps, last first. Without `--confirm` it only
     previews and changes nothing.
 
-    The preview is `{action: "preview", preview_id, blast_radius, hint}`. `blast_radius` holds
+    The preview is `{action: "preview", preview_id, blast_radius, hint, next}`. `blast_radius` holds
     the workflow, `state_after`, `counts` and the lists: `would_roll_back` (successful steps that
     have an undo, last first: the op to undo, its outcome predicted by compare-and-swap, which
     is `fails` with the undo's error code when a ref moved since; or the rollback command,
     secrets redacted),
     `left_in_place` (commands without a rollback), `unknown_effects` (steps running, undoing
     or interrupted), `not_reversed` (failed commands that may have partly applied),
-    `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. Show it to the user and get
-    their decision: do not confirm on your own because a rollback was asked for earlier.
+    `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. `next` (and the command in
+    `hint`) confirms exactly this preview, with the flags given; it is null when confirming
+    would be refused. Show the preview to the user and get their decision: do not confirm on
+    your own because a rollback was asked for earlier.
 
     With `--confirm` it acts: each step of `would_roll_back` is undone in that order (a store
     step by `op undo`, a command step by its `rollback` argv), saved as `undoing` before and
     with its outcome after; a failed undo does not stop the rest. The result adds the new
-    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`), per-step
-    `results` and the `acknowledged` steps (listed, not undone).
+    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`, with `next` the
+    preview to retry the rest), per-step `results` and the `acknowledged` steps (listed, not
+    undone).
 
     Refused with `--confirm` (E_REFUSED, nothing changed; `error.details.refusals` lists each
     reason): a workflow `pending`, `cancelled`, already `rolled_back`, or held by a live process;
@@ -265,60 +272,15 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> Any:
     a record it cannot read; unknown effects not acknowledged with
     `--acknowledge-unknown-effects STEP` (or `all`); a rollback command whose `${env:...}` is
     not set; `--expect-preview ID` that no longer matches the blast radius. When another
-    rollback claims the workflow first, E_STATE. A rollback killed half-way leaves its step in
-    flight under `unknown_effects`; after acknowledging it, a new rollback continues with the rest.
+    rollback claims the workflow first, E_STATE; also while a step's command still runs after
+    the swarmctl that started it was killed (blocker `command_running` in the preview: wait for
+    it or stop it first). A rollback killed half-way leaves its step in flight under
+    `unknown_effects`; after acknowledging it, a new rollback continues with the rest. Ctrl-C or
+    SIGTERM during a rollback command kills it and saves its step `interrupted`.
     """
-    from swarmctl import names
-    from swarmctl.tools.workflow import blast_radius, execute, process, records
+    from swarmctl.tools.workflow import rollback
 
-    actor = ctx.require_actor() if req.confirm else (ctx.actor or "")
-    store = ctx.store()
-    with store.read() as conn:
-        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
-        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
-        radius = blast_radius.compute(
-            conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
-            include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
-        )
-    preview_id, br = radius["preview_id"], radius["blast_radius"]
-    if not req.confirm:
-        return {"action": "preview", "preview_id": preview_id, "blast_radius": br, "hint": views.preview_hint(wf.id, preview_id, br)}
-    if br["blockers"]:
-        codes = ", ".join(dict.fromkeys(b["code"] for b in br["blockers"]))
-        raise SwarmError(
-            "E_REFUSED",
-            f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
-            details={"workflow": wf.id, "preview_id": preview_id, "refusals": br["blockers"]},
-            hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=views.preview_call(wf.id, req),
-        )
-    me = process.me()
-    with store.write(actor) as w:
-        rev = w.conn.execute("SELECT rev FROM workflows WHERE id = ?", (wf.id,)).fetchone()[0]
-        if rev != wf.rev:
-            now = records.load(w.conn, wf.id)
-            raise SwarmError(
-                "E_STATE",
-                f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
-                details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
-                hint="Another process acted on it, perhaps another rollback. Preview again.",
-                next=views.preview_call(wf.id, req),
-            )
-        records.settle(w, wf)
-        records.claim(w, wf.id, "rolling_back", me, rollback_by=actor, rollback_at=w.at)
-    executor = execute.Executor(ctx, store, wf, actor, _progress(ctx))
-    results = executor.roll_back(br["would_roll_back"])
-    state = "rolled_back" if all(r["status"] == "rolled_back" for r in results) else "rollback_failed"
-    with store.write(actor) as w:
-        executor.owned(w)
-        records.release(w, wf.id, state)
-    acknowledged = [e["step"] for e in br["unknown_effects"] if e["acknowledged"]]
-    hint = (
-        "Every undo succeeded." if state == "rolled_back"
-        else "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
-    )
-    return {"action": "rolled_back", "preview_id": preview_id, "blast_radius": br, "hint": hint,
-            "state": state, "results": [views.public_outcome(r) for r in results], "acknowledged": acknowledged}
+    return rollback.confirm(ctx, req) if req.confirm else rollback.preview(ctx, req)
 
 
 # --- helpers ---------------------------------------------------------------------------------

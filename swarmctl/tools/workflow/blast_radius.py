@@ -15,6 +15,7 @@ Each step lands in exactly one list, by its observed status:
 A store step's undo is predicted with `op.plan_undo`, which raises what the real undo would:
 a ref moved since shows up as a predicted E_CAS_MISMATCH. `blockers` are what `--confirm`
 refuses (E_REFUSED), each `{code, message}`; `unmeasured` says what the preview cannot know.
+The types of all of it are in models.py (BlastRadius), so the MCP outputSchema shows them.
 
 The `preview_id` fingerprints the radius: a hash of its canonical JSON without `blockers` and
 the `acknowledged` marks (those are the caller's decisions, not the radius). It changes when a
@@ -27,16 +28,48 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
+from swarmctl.spec import plain
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
-from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other
+from swarmctl.tools.workflow.models import (
+    ACKNOWLEDGE_ALL,
+    RADIUS_LISTS as LISTS,
+    AlreadyRolledBack,
+    AnyBlocker,
+    BlastRadius,
+    Blocker,
+    CommandRunningBlocker,
+    HeldBlocker,
+    MissingEnvBlocker,
+    NotPredicted,
+    Predicted,
+    PredictedAlreadyUndone,
+    PredictedCommandFailure,
+    PredictedOk,
+    PredictedUndoFailure,
+    PreviewMismatchBlocker,
+    RadiusCounts,
+    RadiusWorkflow,
+    RefAfter,
+    RollbackEntry,
+    StepBlocker,
+    StepNote,
+    UnacknowledgedBlocker,
+    UndoByCommand,
+    UndoByOp,
+    UnknownEffect,
+    Unmeasured,
+)
+from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, orphaned_command
 
-LISTS = ("would_roll_back", "left_in_place", "unknown_effects", "not_reversed", "already_rolled_back", "no_effect")
-ALL = "all"
+
+class Radius(NamedTuple):
+    preview_id: str
+    blast_radius: BlastRadius
 
 
 def compute(
@@ -49,30 +82,28 @@ def compute(
     include_completed: bool,
     expect_preview: str | None,
     environ: Mapping[str, str],
-) -> dict[str, Any]:
-    """The blast radius as it goes into the envelope, `preview_id` included (see module doc)."""
-    lists: dict[str, list[dict[str, Any]]] = {name: [] for name in LISTS}
+) -> Radius:
+    """The blast radius and its `preview_id` (see the module docstring)."""
+    lists: dict[str, list[Any]] = {name: [] for name in LISTS}
     programs: dict[str, str | None] = {}  # each rollback program is looked up once
     for step in reversed(wf.steps):  # last first, in every list
         where, entry = _place(conn, wf, step, actor, at, programs)
         lists[where].append(entry)
-    acknowledge_all = ALL in acknowledged
     for entry in lists["unknown_effects"]:
-        entry["acknowledged"] = acknowledge_all or entry["step"] in acknowledged
-    unmeasured = _unmeasured(lists)
-    radius: dict[str, Any] = {
-        "workflow": {"id": wf.id, "name": wf.name, "state": wf.observed},
-        "state_after": _state_after(lists["would_roll_back"]),
-        "counts": {name: len(lists[name]) for name in LISTS},
+        entry.acknowledged = ACKNOWLEDGE_ALL in acknowledged or entry.step in acknowledged
+    radius = BlastRadius(
+        workflow=RadiusWorkflow(id=wf.id, name=wf.name, state=wf.observed),
+        state_after=_state_after(lists["would_roll_back"]),
+        counts=RadiusCounts(**{name: len(lists[name]) for name in LISTS}, blockers=0, unmeasured=0),
         **lists,
-        "blockers": [],
-        "unmeasured": unmeasured,
-    }
-    preview_id = fingerprint(radius)
-    radius["blockers"] = blockers(wf, lists, include_completed, expect_preview, preview_id, environ)
-    radius["counts"]["blockers"] = len(radius["blockers"])
-    radius["counts"]["unmeasured"] = len(unmeasured)
-    return {"preview_id": preview_id, "blast_radius": radius}
+        blockers=[],
+        unmeasured=_unmeasured(lists),
+    )
+    preview_id = fingerprint(plain(radius))
+    radius.blockers = blockers(wf, lists, include_completed, expect_preview, preview_id, environ)
+    radius.counts.blockers = len(radius.blockers)
+    radius.counts.unmeasured = len(radius.unmeasured)
+    return Radius(preview_id, radius)
 
 
 def fingerprint(radius: Mapping[str, Any]) -> str:
@@ -83,45 +114,56 @@ def fingerprint(radius: Mapping[str, Any]) -> str:
     return "pv-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _entry(step: Step, **more: Any) -> dict[str, Any]:
-    return {"step": step.name, "index": step.idx, "kind": step.kind, "status": step.observed, **more}
+def _note(step: Step, reason: str) -> StepNote:
+    return StepNote(step=step.name, index=step.idx, kind=step.kind, status=step.observed, reason=reason)
+
+
+def _unknown(step: Step, during: str | None) -> UnknownEffect:
+    return UnknownEffect(
+        step=step.name, index=step.idx, kind=step.kind, status=step.observed, saved_status=step.status,
+        during=during, acknowledged=False,
+    )
 
 
 def _place(
     conn: sqlite3.Connection, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None]
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, Any]:
     status = step.observed
     if step.problems or status not in STEP_STATUSES or step.kind not in definition.KINDS:
         # Unreadable or unknown: its effect cannot be told, and a blocker says so.
-        return "unknown_effects", _entry(step, saved_status=step.status, during=None)
+        return "unknown_effects", _unknown(step, None)
     if status in ("running", "undoing", "interrupted"):
-        during = step.interrupted_during or ("rollback" if step.status == "undoing" else "run")
-        return "unknown_effects", _entry(step, saved_status=step.status, during=during)
+        return "unknown_effects", _unknown(step, step.interrupted_during or ("rollback" if step.status == "undoing" else "run"))
     if status == "rolled_back":
-        return "already_rolled_back", _entry(step, undo_op=step.undo_op)
+        return "already_rolled_back", AlreadyRolledBack(
+            step=step.name, index=step.idx, kind=step.kind, status=status, undo_op=step.undo_op
+        )
     if status == "failed":
         if step.kind == "run":
-            return "not_reversed", _entry(step, reason="the command failed and may have partly applied; nothing undoes it")
-        return "no_effect", _entry(step, reason="a store step that failed wrote nothing (all or nothing)")
+            return "not_reversed", _note(step, "the command failed and may have partly applied; nothing undoes it")
+        return "no_effect", _note(step, "a store step that failed wrote nothing (all or nothing)")
     if status in ("pending", "skipped"):
-        return "no_effect", _entry(step, reason="never run")
+        return "no_effect", _note(step, "never run")
     # success or rollback_failed: applied
     if step.kind == "approval":
-        return "no_effect", _entry(step, reason="an approval gate: nothing to undo")
+        return "no_effect", _note(step, "an approval gate: nothing to undo")
+    undo: UndoByOp | UndoByCommand
     if step.kind == "run":
         if not step.spec.get("rollback"):
-            return "left_in_place", _entry(step, reason="the command has no rollback: it stays applied")
-        undo = {"command": redact_argv(step.spec["rollback"]), "timeout_s": definition.plain_number(step.spec["timeout_s"])}
+            return "left_in_place", _note(step, "the command has no rollback: it stays applied")
+        undo = UndoByCommand(command=redact_argv(step.spec["rollback"]), timeout_s=definition.plain_number(step.spec["timeout_s"]))
         program = step.spec["rollback"][0]
         if program not in programs:
             programs[program] = process.program_problem(program, Path(wf.base_dir), _path_env())
         problem = programs[program]
-        predicted = {"outcome": "fails", "message": problem} if problem else {"outcome": "not_predicted"}
-        return "would_roll_back", _entry(step, undo=undo, predicted=predicted, retry=status == "rollback_failed")
-    if step.op is None:
-        return "no_effect", _entry(step, reason="it moved no ref (the ref already named the target)")
-    return "would_roll_back", _entry(
-        step, undo={"op_undo": step.op}, predicted=_predict(conn, step.op, actor, at), retry=status == "rollback_failed"
+        predicted: Predicted = PredictedCommandFailure("fails", problem) if problem else NotPredicted("not_predicted")
+    elif step.op is None:
+        return "no_effect", _note(step, "it moved no ref (the ref already named the target)")
+    else:
+        undo, predicted = UndoByOp(op_undo=step.op), _predict(conn, step.op, actor, at)
+    return "would_roll_back", RollbackEntry(
+        step=step.name, index=step.idx, kind=step.kind, status=status, undo=undo, predicted=predicted,
+        retry=status == "rollback_failed",
     )
 
 
@@ -131,94 +173,104 @@ def _path_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-def _predict(conn: sqlite3.Connection, op: int, actor: str, at: str) -> dict[str, Any]:
+def _predict(conn: sqlite3.Connection, op: int, actor: str, at: str) -> Predicted:
     try:
         planned = plan_undo(conn, op, actor, at)
     except SwarmError as exc:
-        return {"outcome": "fails", "code": exc.code, "message": exc.message, "details": exc.details}
+        return PredictedUndoFailure("fails", exc.code, exc.message, exc.details)
     if planned.already_applied:
-        return {"outcome": "already_undone", "by": planned.op}
-    return {"outcome": "ok", "ref_moves": [{"name": m.name, "new": m.new} for m in planned.ref_moves]}
+        return PredictedAlreadyUndone("already_undone", planned.op)
+    return PredictedOk("ok", [RefAfter(name=m.name, new=m.new) for m in planned.ref_moves])
 
 
-def _state_after(would: list[dict[str, Any]]) -> str:
-    return "rollback_failed" if any(e["predicted"]["outcome"] == "fails" for e in would) else "rolled_back"
+def _state_after(would: list[RollbackEntry]) -> str:
+    return "rollback_failed" if any(e.predicted.outcome == "fails" for e in would) else "rolled_back"
 
 
-def _unmeasured(lists: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    commands = [e["step"] for e in lists["would_roll_back"] if "command" in e["undo"]]
+def _unmeasured(lists: Mapping[str, list[Any]]) -> list[Unmeasured]:
+    commands = [e.step for e in lists["would_roll_back"] if isinstance(e.undo, UndoByCommand)]
     if not commands:
         return []
     return [
-        {
-            "code": "command_effects",
-            "message": f"{len(commands)} rollback command(s) will run; what they change outside the store is not predicted",
-            "steps": commands,
-        }
+        Unmeasured(
+            code="command_effects",
+            message=f"{len(commands)} rollback command(s) will run; what they change outside the store is not predicted",
+            steps=commands,
+        )
     ]
 
 
 def blockers(
     wf: Workflow,
-    lists: Mapping[str, list[dict[str, Any]]],
+    lists: Mapping[str, list[Any]],
     include_completed: bool,
     expect_preview: str | None,
     preview_id: str,
     environ: Mapping[str, str],
-) -> list[dict[str, Any]]:
+) -> list[AnyBlocker]:
     """What `--confirm` refuses, each `{code, message}` (plus what it names)."""
-    found: list[dict[str, Any]] = []
+    found: list[AnyBlocker] = []
     for s in wf.steps:
         if s.problems or (s.kind not in definition.KINDS):
             why = "; ".join(s.problems) or f"unknown step kind {s.kind!r}"
-            found.append({"code": "unreadable_record", "message": f"step {s.name}: its record cannot be read: {why}", "step": s.name})
+            found.append(StepBlocker("unreadable_record", f"step {s.name}: its record cannot be read: {why}", s.name))
         elif not s.known_status:
-            found.append({"code": "unknown_step_status", "message": f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", "step": s.name})
+            found.append(StepBlocker(
+                "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
+            ))
     state = wf.observed
+    orphan = orphaned_command(wf)
     if state not in WORKFLOW_STATES:
-        found.append({"code": "workflow_state", "message": f"the workflow has state {state!r}, which this swarmctl does not recognise"})
+        found.append(Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise"))
+    elif orphan is not None:
+        found.append(CommandRunningBlocker(
+            "command_running",
+            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
+            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
+            orphan.name,
+            orphan.command_pid,
+        ))
     elif held_by_other(wf):
-        found.append({
-            "code": "workflow_state",
-            "message": f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
-            "owner": {"pid": wf.owner_pid, "actor": wf.owner_actor},
-        })
+        found.append(HeldBlocker(
+            "workflow_state",
+            f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
+            {"pid": wf.owner_pid, "actor": wf.owner_actor},
+        ))
     elif state in ("pending", "cancelled", "rolled_back"):
         why = {
             "pending": "it has not started, so there is nothing to roll back",
             "cancelled": "a cancelled workflow stays as it was left",
             "rolled_back": "it was rolled back already",
         }[state]
-        found.append({"code": "workflow_state", "message": f"the workflow is {state}: {why}"})
+        found.append(Blocker("workflow_state", f"the workflow is {state}: {why}"))
     elif state == "completed" and not include_completed:
-        found.append({
-            "code": "completed_not_included",
-            "message": "the workflow completed; rolling back a completed workflow needs --include-completed",
-        })
-    unacknowledged = [e["step"] for e in lists["unknown_effects"] if not e["acknowledged"]]
+        found.append(Blocker(
+            "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
+        ))
+    unacknowledged = [e.step for e in lists["unknown_effects"] if not e.acknowledged]
     if unacknowledged:
-        found.append({
-            "code": "unknown_effects_unacknowledged",
-            "message": "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
-            "then pass --acknowledge-unknown-effects STEP (or all)",
-            "steps": unacknowledged,
-        })
+        found.append(UnacknowledgedBlocker(
+            "unknown_effects_unacknowledged",
+            "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
+            f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
+            unacknowledged,
+        ))
     for e in lists["would_roll_back"]:
-        if "command" in e["undo"]:
-            step = wf.step(e["step"])
+        if isinstance(e.undo, UndoByCommand):
+            step = wf.step(e.step)
             missing = definition.missing_references(step.spec, environ)
             if missing:
-                found.append({
-                    "code": "missing_env",
-                    "message": f"step {step.name}: its rollback needs {', '.join(missing)}, which is not set in this environment",
-                    "step": step.name,
-                    "variables": missing,
-                })
+                found.append(MissingEnvBlocker(
+                    "missing_env",
+                    f"step {step.name}: its rollback needs {', '.join(missing)}, which is not set in this environment",
+                    step.name,
+                    missing,
+                ))
     if expect_preview is not None and expect_preview != preview_id:
-        found.append({
-            "code": "preview_mismatch",
-            "message": f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
-            "expected": expect_preview,
-            "actual": preview_id,
-        })
+        found.append(PreviewMismatchBlocker(
+            "preview_mismatch",
+            f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
+            expect_preview,
+            preview_id,
+        ))
     return found

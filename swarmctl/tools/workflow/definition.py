@@ -23,8 +23,10 @@ E_INVALID_ARG, with `details` naming the step and the key.
 
 `${env:NAME}` may appear in `env` values and in `run`/`rollback` arguments; it is resolved from
 swarmctl's environment when the command runs and never stored (`$${` is a literal `${`). An
-environment entry or argument that carries a secret (by key name: see swarmctl/secrets.py)
-must take its value from `${env:...}`: a literal secret would be written to the store.
+environment entry or argument that carries a secret must take its value from `${env:...}`: a
+literal secret would be written to the store. What carries a secret is swarmctl/secrets.py's
+one grammar (`--token V`, `KEY=V`, `Authorization: Bearer V`, `https://user:V@host`, a
+secret-named `env` key), the same that masks secrets in what swarmctl prints.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Mapping
 from swarmctl import names
 from swarmctl import secrets
 from swarmctl.envelope import SwarmError
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
 
 DEFAULT_TIMEOUT_S = 600.0
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -50,7 +53,7 @@ KINDS = ("ref_set", "ref_delete", "run", "approval")
 _TOP_KEYS = {"name", "description", "step"}
 _STEP_KEYS = {"name", "description", *KINDS, "rollback", "env", "timeout_s"}
 _RUN_ONLY = ("rollback", "env", "timeout_s")
-RESERVED_STEP_NAMES = {"all"}  # `--acknowledge-unknown-effects all`
+RESERVED_STEP_NAMES = {ACKNOWLEDGE_ALL}
 
 
 def invalid(message: str, *, step: str | int | None = None, key: str | None = None, **more: Any) -> SwarmError:
@@ -201,12 +204,10 @@ def _argv(value: Any, step: str, key: str) -> list[str]:
         raise invalid(f"step {step}: `{key}` has an empty program or a NUL character", step=step, key=key)
     for i, a in enumerate(value):
         _check_references(a, step, f"{key}[{i}]")
-    for i, flag in secrets.secret_assignments(value):
-        before, sep, after = value[i].partition("=")
-        held = after if sep and before == flag else value[i]  # `--token=V` or `TOKEN=V`, else the word after `--token`
-        if not only_references(held):
+    for i, span in secrets.argv_secrets(value):
+        if not only_references(value[i][span.start : span.end]):
             raise invalid(
-                f"step {step}: `{key}` passes a literal secret after {flag!r}; take it from the environment "
+                f"step {step}: `{key}` passes a literal secret (for {span.key!r}); take it from the environment "
                 f"with ${{env:NAME}} so that it is never stored",
                 step=step,
                 key=f"{key}[{i}]",
@@ -230,6 +231,14 @@ def _env(value: Any, step: str) -> dict[str, str]:
                 step=step,
                 key=f"env.{k}",
             )
+        for span in secrets.secret_spans(v, whole=True):
+            if not only_references(v[span.start : span.end]):
+                raise invalid(
+                    f"step {step}: `env.{k}` holds a literal secret (for {span.key!r}); take it from the environment "
+                    f"with ${{env:NAME}} so that it is never stored",
+                    step=step,
+                    key=f"env.{k}",
+                )
     return dict(value)
 
 
@@ -316,7 +325,7 @@ def public_step(step: Mapping[str, Any]) -> dict[str, Any]:
         if step.get("rollback"):
             out["rollback"] = secrets.redact_argv(step["rollback"])
         if step.get("env"):
-            out["env"] = secrets.redact(step["env"])
+            out["env"] = {k: secrets.redact_text(v) for k, v in secrets.redact(step["env"]).items()}
         out["timeout_s"] = plain_number(step["timeout_s"])
     else:
         out[kind] = step[kind]

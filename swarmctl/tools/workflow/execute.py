@@ -4,9 +4,12 @@ The rules this module keeps:
 - Each change of a step is its own `Store.write()` transaction, and the store's write lock is
   never held while a command runs.
 - A command step is saved `running` (with this process's pid and start time) before its
-  process starts, and its outcome after; during a rollback, `undoing` before and the outcome
-  after. A process killed in between leaves the step in flight, which readers then see as
-  `interrupted`: its effect is unknown, and it is never re-run silently.
+  process starts, then with the command's process group (before the command proper starts:
+  process.py's gate), and its outcome after; during a rollback, `undoing` before and the
+  outcome after. A swarmctl killed in between leaves the step in flight: while the command's
+  group lives on, readers see it still `running` and nothing may run it (or its rollback)
+  again; once both are gone, `interrupted`: its effect is unknown, and it is never re-run
+  silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
 - A store step (and the undo of one) is a single transaction: its op and its new status
   commit together, so there is no moment at which its effect is unknown.
 - Every transaction first checks that this process still owns the workflow (E_STATE if not).
@@ -21,17 +24,30 @@ terminal. It must not raise.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from swarmctl import names
+from swarmctl import pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_text, scrub_values
-from swarmctl.store import Move, Store, Writer
+from swarmctl.spec import plain
+from swarmctl.store import Store, Writer
+from swarmctl.store import workflows as rows
+from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
 from swarmctl.tools.workflow import definition, process, records
+from swarmctl.tools.workflow.models import (
+    CommandUndone,
+    ErrorInfo,
+    RefAfter,
+    RollbackEntry,
+    StoreStepUndoFailed,
+    StoreStepUndone,
+    UndoResult,
+)
 from swarmctl.tools.workflow.records import Step, Workflow
 
 Progress = Callable[[dict[str, Any]], None]
@@ -48,15 +64,14 @@ class Executor:
         self.wf = wf
         self.actor = actor
         self.progress = progress
-        self.me = process.me()
+        self.me = pids.me()
         self.environ: Mapping[str, str] = dict(os.environ)
 
     # --- ownership ---------------------------------------------------------------------------
 
     def owned(self, w: Writer) -> None:
         """Stop unless this process still owns the workflow (nobody took it over)."""
-        row = w.conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (self.wf.id,)).fetchone()
-        if row is None or (row[0], row[1]) != (self.me.pid, self.me.start):
+        if rows.owner(w.conn, self.wf.id) != (self.me.pid, self.me.start):
             raise LostOwnership(
                 "E_STATE",
                 f"workflow {self.wf.id} is no longer held by this process; stopped",
@@ -116,7 +131,7 @@ class Executor:
         except LostOwnership:
             raise
         except SwarmError as exc:
-            result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details, "hint": exc.hint}}
             with self.store.write(self.actor) as w:
                 self.owned(w)
                 records.set_step(w, self.wf.id, step.idx, status="failed", result=result, started_at=w.at,
@@ -124,30 +139,24 @@ class Executor:
             step.status, step.result = "failed", result
 
     def _store_change(self, w: Writer, step: Step) -> tuple[int | None, list[dict[str, Any]]]:
-        """The step's one op (or none, when the ref already is as the step wants it)."""
-        where = f"workflow {self.wf.id} step {step.name}"
+        """The step's one op (or none, when the ref already is as the step wants it), as
+        `ref set` / `ref delete` make it, described with the workflow and step."""
+        context = f"workflow {self.wf.id} step {step.name}"
         if step.kind == "ref_set":
-            name = step.spec["ref_set"]["name"]
             target = resolve_changeset(self.ctx, w.conn, step.spec["ref_set"]["to"])
-            current = w.ref_target(name)
-            if current == target:
+            moved = ref.set_in(w, step.spec["ref_set"]["name"], target, kind="workflow_step", context=context)
+            if moved.op is None:
                 return None, []
-            verb = "set" if current else "create"
-            op = w.append_op("workflow_step", f"{where}: {verb} {name} to {names.short_id(target)}", [Move(name, current, target)])
-            return op, [{"name": name, "old": current, "new": target}]
-        name = step.spec["ref_delete"]["name"]
-        current = w.ref_target(name)
-        if current is None:
-            raise SwarmError("E_NOT_FOUND", f"no ref {name}", details={"ref": name})
-        op = w.append_op("workflow_step", f"{where}: delete {name} (was {names.short_id(current)})", [Move(name, current, None)])
-        return op, [{"name": name, "old": current, "new": None}]
+            return moved.op, [{"name": moved.name, "old": moved.old, "new": moved.new}]
+        deleted = ref.delete_in(w, step.spec["ref_delete"]["name"], kind="workflow_step", context=context)
+        return deleted.op, [{"name": deleted.name, "old": deleted.old, "new": None}]
 
     def _run_command(self, step: Step) -> None:
         with self.store.write(self.actor) as w:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
-                             started_at=w.at, finished_at=None, result=None, interrupted_during=None,
-                             attempts=step.attempts + 1)
+                             command_pid=None, command_start=None, started_at=w.at, finished_at=None, result=None,
+                             interrupted_during=None, attempts=step.attempts + 1)
             records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
         step.status = "running"
         outcome = self._command(step, step.spec["run"], during="run")
@@ -155,26 +164,50 @@ class Executor:
         status = "success" if outcome.ok else "failed"
         with self.store.write(self.actor) as w:
             self.owned(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, finished_at=w.at, result=result)
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
+                             command_start=None, finished_at=w.at, result=result)
         step.status, step.result = status, result
 
     def _command(self, step: Step, argv: list[str], *, during: str) -> process.CommandOutcome:
+        """Run the step's `run` or `rollback` argv. Its process group is saved with the step
+        before it starts, so that a reader can tell it still runs after this process is gone.
+        On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
+        still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
         env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
-        try:
-            return process.run_command(
-                [definition.expand(a, self.environ) for a in argv],
-                cwd=Path(self.wf.base_dir),
-                env=env,
-                timeout_s=spec["timeout_s"],
-            )
-        except KeyboardInterrupt:
-            # The process group is killed, but what it did before is unknown.
+
+        def started(group: pids.ProcessId) -> None:
             with self.store.write(self.actor) as w:
-                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
-                                 pid_start=None, finished_at=w.at)
-                records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, command_pid=group.pid, command_start=group.start)
+
+        try:
+            with process.terminate_as_interrupt():
+                return process.run_command(
+                    [definition.expand(a, self.environ) for a in argv],
+                    cwd=Path(self.wf.base_dir),
+                    env=env,
+                    timeout_s=spec["timeout_s"],
+                    on_start=started,
+                )
+        except KeyboardInterrupt:
+            self._save_interrupted(step, during)
             raise
+
+    def _save_interrupted(self, step: Step, during: str) -> None:
+        """The process group is killed, but what it did before is unknown."""
+        try:
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
+                                 pid_start=None, command_pid=None, command_start=None, finished_at=w.at)
+                records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
+        except (SwarmError, sqlite3.Error):
+            # Another process holds the workflow now (its record is not ours to write), or the
+            # store stayed locked: either way the step reads `interrupted` once this process and
+            # the command's group are gone, which they are about to be.
+            pass
+        step.status = "interrupted"
 
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
@@ -197,59 +230,59 @@ class Executor:
 
     # --- rolling back ------------------------------------------------------------------------
 
-    def roll_back(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
         rest. Returns one result per step."""
-        results = []
+        results: list[UndoResult] = []
         by_name = {s.name: s for s in self.wf.steps}
         for position, entry in enumerate(entries, start=1):
-            step = by_name[entry["step"]]
+            step = by_name[entry.step]
             self._report("rollback", "start", step, position, len(entries))
-            if step.kind == "run":
-                result = self._undo_command(step)
-            else:
-                result = self._undo_store_step(step)
-            self._report("rollback", "finish", step, position, len(entries), result["status"])
+            result = self._undo_command(step) if step.kind == "run" else self._undo_store_step(step)
+            self._report("rollback", "finish", step, position, len(entries), result.status)
             results.append(result)
         return results
 
-    def _undo_store_step(self, step: Step) -> dict[str, Any]:
-        base = {"step": step.name, "index": step.idx, "kind": step.kind}
+    def _undo_store_step(self, step: Step) -> StoreStepUndone | StoreStepUndoFailed:
         try:
             with self.store.write(self.actor) as w:
                 self.owned(w)
                 undone = undo_in(w, step.op, description=f"workflow {self.wf.id} rollback of step {step.name}: undo op {step.op}")
-                outcome = {
-                    "op": undone.op,
-                    "undid": step.op,
-                    "already_undone": undone.already_applied,
-                    "ref_moves": [{"name": m.name, "new": m.new} for m in undone.ref_moves],
-                    "at": w.at,
-                }
-                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op, undo_result=outcome)
+                result = StoreStepUndone(
+                    step=step.name, index=step.idx, kind=step.kind, status="rolled_back", op=undone.op, undid=step.op,
+                    already_undone=undone.already_applied,
+                    ref_moves=[RefAfter(name=m.name, new=m.new) for m in undone.ref_moves], at=w.at,
+                )
+                saved = plain(result)
+                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op,
+                                 undo_result={k: saved[k] for k in ("op", "undid", "already_undone", "ref_moves", "at")})
             step.status = "rolled_back"
-            return {**base, "status": "rolled_back", **outcome}
+            return result
         except LostOwnership:
             raise
         except SwarmError as exc:
-            outcome = {"undid": step.op, "error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+            error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
             with self.store.write(self.actor) as w:
                 self.owned(w)
-                records.set_step(w, self.wf.id, step.idx, status="rollback_failed", undo_result={**outcome, "at": w.at})
+                records.set_step(w, self.wf.id, step.idx, status="rollback_failed",
+                                 undo_result={"undid": step.op, "error": plain(error), "at": w.at})
             step.status = "rollback_failed"
-            return {**base, "status": "rollback_failed", **outcome}
+            return StoreStepUndoFailed(
+                step=step.name, index=step.idx, kind=step.kind, status="rollback_failed", undid=step.op, error=error
+            )
 
-    def _undo_command(self, step: Step) -> dict[str, Any]:
+    def _undo_command(self, step: Step) -> CommandUndone:
         with self.store.write(self.actor) as w:
             self.owned(w)
             records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
-                             undo_result={"started_at": w.at})
+                             command_pid=None, command_start=None, undo_result={"started_at": w.at})
         step.status = "undoing"
         outcome = self._command(step, step.spec["rollback"], during="rollback")
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
         with self.store.write(self.actor) as w:
             self.owned(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, undo_result={**kept, "at": w.at})
+            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
+                             command_start=None, undo_result={**kept, "at": w.at})
         step.status = status
-        return {"step": step.name, "index": step.idx, "kind": step.kind, "status": status, **kept}
+        return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)

@@ -27,9 +27,30 @@ def require_env(steps: list[dict[str, Any]]) -> None:
             )
 
 
+def no_orphaned_command(wf: Any) -> None:
+    """E_STATE while a step's command outlives the swarmctl that started it: running it (or its
+    rollback) again now would run a second copy beside it."""
+    from swarmctl.tools.workflow import records
+
+    step = records.orphaned_command(wf)
+    if step is None:
+        return
+    pid = step.command_pid
+    raise SwarmError(
+        "E_STATE",
+        f"the command of step {step.name} of workflow {wf.id} is still running (pid {pid}), though the swarmctl "
+        "that started it is gone; nothing was changed",
+        details={"workflow": wf.id, "step": step.name, "status": step.status, "pid": pid},
+        hint=f"Wait for it to end, or stop it and its children with `kill -TERM -{pid}`; then "
+        f"`swarmctl workflow status {wf.id}` shows the step interrupted, to retry or roll back.",
+        next=tools.STATUS.call(workflow=wf.id),
+    )
+
+
 def not_held(wf: Any) -> None:
     from swarmctl.tools.workflow import records
 
+    no_orphaned_command(wf)
     if records.held_by_other(wf):
         raise SwarmError(
             "E_STATE",
@@ -107,7 +128,9 @@ def resume_point(wf: Any, retry_name: str | None) -> Any:
 
 
 def check_acknowledged(wf: Any, names_given: list[str]) -> None:
-    unknown = [n for n in names_given if n != "all" and wf.step(n) is None]
+    from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
+
+    unknown = [n for n in names_given if n != ACKNOWLEDGE_ALL and wf.step(n) is None]
     if unknown:
         raise SwarmError(
             "E_INVALID_ARG",

@@ -1,65 +1,33 @@
-"""Processes: who is acting on a workflow (and whether they still live), and running a command.
+"""Running a workflow's commands. (Whether a process named in the store still lives is
+swarmctl/pids.py's question.)
 
-A process is named by its pid and its start time (field 22 of /proc/PID/stat, in clock ticks
-since boot): a pid the kernel has since given to another process has another start time, so
-it is not mistaken for the one that saved the record. A store lives on one machine (SQLite in
-WAL mode needs shared memory), so a pid in the store always means a process on this machine.
+Commands run with an argv (never parsed by a shell), in their own process group, with the
+workflow's directory as working directory and the environment of swarmctl plus the step's
+`env`. Their output goes to temporary files, so a chatty command cannot fill memory or block
+on a pipe; only the tails are kept. On timeout the whole group gets SIGTERM, then SIGKILL.
 
-Commands run with an argv (never a shell), in their own process group, with the workflow's
-directory as working directory and the environment of swarmctl plus the step's `env`. Their
-output goes to temporary files, so a chatty command cannot fill memory or block on a pipe;
-only the tails are kept. On timeout the whole group gets SIGTERM, then SIGKILL.
+A command starts behind a gate, so that no command runs whose process group the store does not
+know: a fixed /bin/sh script waits for one line on its stdin and then execs the argv (`exec
+"$@"`: the arguments are passed, never parsed). `run_command` first hands the new group to
+`on_start` (the executor saves it with the step), then opens the gate. If swarmctl dies before
+that, the gate reads end-of-file and the command never starts.
+
+While a command runs, SIGTERM to swarmctl raises KeyboardInterrupt, as Ctrl-C does: the group
+is killed, the caller saves the step, and the interrupt goes on to the door.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
+
+from swarmctl import pids
 
 TAIL_BYTES = 4096
 KILL_GRACE_S = 1.0
-
-
-class ProcessId(NamedTuple):
-    pid: int
-    start: str | None  # None where /proc is not there to ask
-
-
-def start_time(pid: int) -> str | None:
-    """The start time of `pid` (clock ticks since boot), or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):  # a zombie has finished: it acts no more
-        return None
-    return fields[19]  # field 22 overall
-
-
-def me() -> ProcessId:
-    return ProcessId(os.getpid(), start_time(os.getpid()))
-
-
-def alive(pid: int | None, start: str | None) -> bool:
-    """Whether the process that recorded (pid, start) is still running."""
-    if pid is None:
-        return False
-    if Path("/proc/self/stat").exists():
-        now = start_time(pid)
-        return now is not None and (start is None or now == start)
-    try:  # no /proc: all we can ask is whether some process has the pid
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class CommandOutcome(NamedTuple):
@@ -108,31 +76,58 @@ def program_problem(argv0: str, base_dir: Path, environ: Mapping[str, str]) -> s
     return None
 
 
+_GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@" </dev/null'
+
+
 def run_command(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    on_start: Callable[[pids.ProcessId], None] | None = None,
 ) -> CommandOutcome:
-    """Run `argv` to completion or timeout. KeyboardInterrupt kills the group and propagates."""
+    """Run `argv` to completion or timeout. `on_start` gets the command's process group (its
+    leader) before the command starts; if it raises, the command never starts. Any exception
+    while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
+    and propagates."""
     import signal
     import subprocess
     import tempfile
 
     started = time.monotonic()
-    argv = [resolve_program(argv[0], cwd), *argv[1:]]
+    program = resolve_program(argv[0], cwd)
+    problem = program_problem(argv[0], cwd, env)
+    if problem:
+        return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
+    gate_out, gate_in = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(
-                argv,
+                ["/bin/sh", "-c", _GATE, "swarmctl-step", program, *argv[1:]],
                 cwd=cwd,
                 env=dict(env),
-                stdin=subprocess.DEVNULL,
+                stdin=gate_out,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,  # its own process group, which a timeout kills whole
             )
         except OSError as exc:
+            os.close(gate_in)
             return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {exc.strerror or exc}")
+        finally:
+            os.close(gate_out)
         timed_out = False
         try:
+            try:
+                if on_start is not None:
+                    on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
+                try:
+                    os.write(gate_in, b"go\n")
+                except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
+                    pass
+            finally:
+                os.close(gate_in)
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -150,6 +145,32 @@ def run_command(
             stderr_tail=_tail(err),
             error=None,
         )
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does (in the main thread, unless
+    SIGTERM is ignored). Without this, SIGTERM would end swarmctl at once and leave the command
+    running with nobody to kill it or save its step."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_group(proc: Any) -> None:

@@ -1,9 +1,13 @@
-"""Workflow records in the store: reading them, seeing what they mean now, and saving changes.
+"""Workflow records: reading them, seeing what they mean now, and saving changes. (The rows
+themselves are read and written by swarmctl/store/workflows.py.)
 
-What a reader sees is the *observed* state: a step saved as `running` or `undoing` whose
-process is gone is shown `interrupted` (its effect is unknown), and a workflow saved as
-`running` or `rolling_back` whose owner is gone is shown `failed` or `rollback_failed`. Reads
-never write; the next command that changes the workflow saves what was observed (`settle`).
+What a reader sees is the *observed* state: a step saved as `running` or `undoing` is shown
+`interrupted` (its effect is unknown) once both the swarmctl that saved it and the process
+group of its command are gone; while the command lives on without its swarmctl (killed with
+SIGKILL), the step stays `running` and the workflow is held: nothing may run it or its rollback
+again beside it. A workflow saved as `running` or `rolling_back` whose owner is gone (and no
+command of it running) is shown `failed` or `rollback_failed`. Reads never write; the next
+command that changes the workflow saves what was observed (`settle`).
 
 Every change here runs inside a `Store.write()` transaction passed in as `w`, and bumps the
 workflow's `rev`, which a rollback compares to claim the workflow only if nothing changed
@@ -17,44 +21,25 @@ import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from swarmctl import names
+from swarmctl import pids
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Writer
-from swarmctl.tools.workflow import process
+from swarmctl.store import workflows as rows
+from swarmctl.tools.workflow.models import StepStatus, WorkflowState
 
-WORKFLOW_STATES = (
-    "pending",
-    "running",
-    "awaiting_approval",
-    "completed",
-    "failed",
-    "rolling_back",
-    "rolled_back",
-    "rollback_failed",
-    "cancelled",
-)
-STEP_STATUSES = (
-    "pending",
-    "running",
-    "success",
-    "failed",
-    "skipped",
-    "interrupted",
-    "undoing",
-    "rolled_back",
-    "rollback_failed",
-)
+WORKFLOW_STATES: tuple[str, ...] = get_args(WorkflowState)
+STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
 IN_FLIGHT = ("running", "undoing")
+# A workflow saved in one of these states is held by its owner process while that lives; once
+# it is gone, it reads as the second state.
+HELD = {"running": "failed", "rolling_back": "rollback_failed"}
+
 
 def new_id() -> str:
     """A short, readable workflow id: `wf-` and 8 lower-case base32 characters (40 random bits)."""
     return "wf-" + base64.b32encode(os.urandom(5)).decode("ascii").lower()
-
-
-class Unreadable(Exception):
-    """A stored record that does not parse: rollback refuses to act on what it cannot read."""
 
 
 @dataclass
@@ -76,8 +61,11 @@ class Step:
     undo_op: int | None
     undo_result: dict[str, Any] | None
     interrupted_during: str | None
+    command_pid: int | None  # the process group of the command it started (the leader's pid)
+    command_start: str | None
     problems: list[str] = field(default_factory=list)  # what could not be read
     observed: str = ""  # the status as it stands now (see module docstring)
+    command_alive: bool = False  # its command's process group still runs
 
     @property
     def known_status(self) -> bool:
@@ -124,27 +112,12 @@ class Workflow:
         return d
 
 
-_WF_COLUMNS = (
-    "id, name, description, state, source, base_dir, created_by, created_at, updated_at, cursor, "
-    "owner_pid, owner_start, owner_actor, rollback_by, rollback_at, rev"
-)
-_STEP_COLUMNS = (
-    "idx, name, kind, spec, status, pid, pid_start, attempts, started_at, finished_at, op, result, "
-    "approved_by, approved_at, undo_op, undo_result, interrupted_during"
-)
-
-
 def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     """The workflow id `given` names: the id itself or a unique prefix of it (wf- and 4+ characters)."""
     text = given.strip()
-    if conn.execute("SELECT 1 FROM workflows WHERE id = ?", (text,)).fetchone():
+    if rows.exists(conn, text):
         return text
-    found = []
-    if text.startswith("wf-") and len(text) >= 7:
-        found = [
-            r[0]
-            for r in conn.execute("SELECT id FROM workflows WHERE id >= ? AND id < ? ORDER BY id LIMIT 5", (text, text + "\x7f"))
-        ]
+    found = rows.ids_with_prefix(conn, text, 5) if text.startswith("wf-") and len(text) >= 7 else []
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
@@ -163,11 +136,10 @@ def resolve_id(conn: sqlite3.Connection, given: str) -> str:
 
 
 def load(conn: sqlite3.Connection, workflow_id: str) -> Workflow:
-    row = conn.execute(f"SELECT {_WF_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    row = rows.workflow(conn, workflow_id)
     if row is None:
         raise SwarmError("E_NOT_FOUND", f"no workflow {workflow_id}", details={"workflow": workflow_id})
-    steps = [_step(r) for r in conn.execute(f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,))]
-    wf = Workflow(*row, steps=steps)
+    wf = Workflow(*row, steps=[_step(r) for r in rows.steps(conn, workflow_id)])
     observe(wf)
     return wf
 
@@ -186,13 +158,14 @@ def _json(text: str | None, what: str, problems: list[str]) -> Any:
     return value
 
 
-def _step(row: tuple) -> Step:
+def _step(row: rows.StepRow) -> Step:
     problems: list[str] = []
-    values = list(row)
-    values[3] = _json(row[3], "spec", problems)
-    values[11] = _json(row[11], "result", problems)
-    values[15] = _json(row[15], "undo_result", problems)
-    step = Step(*values, problems=problems)
+    decoded = row._replace(
+        spec=_json(row.spec, "spec", problems),
+        result=_json(row.result, "result", problems),
+        undo_result=_json(row.undo_result, "undo_result", problems),
+    )
+    step = Step(*decoded, problems=problems)
     if step.spec is not None and (step.spec.get("kind") != step.kind or step.spec.get("name") != step.name):
         step.problems.append("spec does not match the step's name and kind")
     return step
@@ -200,21 +173,34 @@ def _step(row: tuple) -> Step:
 
 def observe(wf: Workflow) -> None:
     """Fill in what the saved states mean now (see the module docstring)."""
-    wf.owner_alive = process.alive(wf.owner_pid, wf.owner_start)
+    wf.owner_alive = pids.alive(wf.owner_pid, wf.owner_start)
     for s in wf.steps:
         s.observed = s.status
-        if s.status in IN_FLIGHT and not process.alive(s.pid, s.pid_start):
+        s.command_alive = s.status in IN_FLIGHT and pids.group_alive(s.command_pid, s.command_start)
+        if s.status in IN_FLIGHT and not s.command_alive and not pids.alive(s.pid, s.pid_start):
             s.observed = "interrupted"
-    wf.observed = wf.state
-    if wf.state == "running" and not wf.owner_alive:
-        wf.observed = "failed"
-    elif wf.state == "rolling_back" and not wf.owner_alive:
-        wf.observed = "rollback_failed"
+    held = wf.owner_alive or running_command(wf) is not None
+    wf.observed = HELD[wf.state] if wf.state in HELD and not held else wf.state
+
+
+def running_command(wf: Workflow) -> Step | None:
+    """A step whose command still runs (its process group lives), whether or not the swarmctl
+    that started it does."""
+    return next((s for s in wf.steps if s.command_alive), None)
 
 
 def held_by_other(wf: Workflow) -> bool:
-    """Whether another live process is acting on the workflow right now."""
-    return wf.state in ("pending", "running", "rolling_back") and wf.owner_alive and wf.owner_pid != process.me().pid
+    """Whether another live process is acting on the workflow right now: another swarmctl, or
+    a command that outlived the swarmctl that started it."""
+    other_owner = wf.state in ("pending", *HELD) and wf.owner_alive and wf.owner_pid != os.getpid()
+    return other_owner or orphaned_command(wf) is not None
+
+
+def orphaned_command(wf: Workflow) -> Step | None:
+    """A step whose command still runs though the swarmctl that started it is gone: nothing will
+    record its outcome, and running it (or its rollback) again would run a second copy beside it."""
+    step = running_command(wf)
+    return step if step is not None and not pids.alive(step.pid, step.pid_start) else None
 
 
 def owner_view(wf: Workflow) -> dict[str, Any] | None:
@@ -226,37 +212,32 @@ def owner_view(wf: Workflow) -> dict[str, Any] | None:
 # --- saving --------------------------------------------------------------------------------
 
 
-def insert(w: Writer, wf_id: str, definition: dict[str, Any], source: str, base_dir: str, owner: process.ProcessId) -> None:
-    w.conn.execute(
-        "INSERT INTO workflows(id, name, description, state, source, base_dir, created_by, created_at, updated_at, "
-        "owner_pid, owner_start, owner_actor, rev) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-        (wf_id, definition["name"], definition.get("description"), source, base_dir, w.actor, w.at, w.at,
-         owner.pid, owner.start, w.actor),
-    )
-    w.conn.executemany(
-        "INSERT INTO workflow_steps(workflow, idx, name, kind, spec, status) VALUES (?, ?, ?, ?, ?, 'pending')",
-        [(wf_id, i, s["name"], s["kind"], json.dumps(s, ensure_ascii=False)) for i, s in enumerate(definition["steps"], start=1)],
+def create(w: Writer, definition: dict[str, Any], source: str, base_dir: str, owner: pids.ProcessId) -> str:
+    """A new workflow, `pending` and held by `owner`: its id."""
+    wf_id = new_id()
+    while rows.exists(w.conn, wf_id):
+        wf_id = new_id()
+    insert(w, wf_id, definition, source, base_dir, owner)
+    return wf_id
+
+
+def insert(w: Writer, wf_id: str, definition: dict[str, Any], source: str, base_dir: str, owner: pids.ProcessId) -> None:
+    rows.insert(
+        w.conn, wf_id, name=definition["name"], description=definition.get("description"), source=source,
+        base_dir=base_dir, step_specs=definition["steps"], actor=w.actor, at=w.at, owner_pid=owner.pid,
+        owner_start=owner.start,
     )
 
 
 def set_workflow(w: Writer, wf_id: str, **columns: Any) -> None:
-    """Change columns of a workflow; its `updated_at` and `rev` move with every change."""
-    sets = ", ".join(f"{c} = ?" for c in columns)
-    w.conn.execute(
-        f"UPDATE workflows SET {sets}{', ' if sets else ''}updated_at = ?, rev = rev + 1 WHERE id = ?",
-        (*columns.values(), w.at, wf_id),
-    )
+    rows.set_workflow(w.conn, wf_id, w.at, **columns)
 
 
 def set_step(w: Writer, wf_id: str, idx: int, **columns: Any) -> None:
-    """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too."""
-    values = [json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v for v in columns.values()]
-    sets = ", ".join(f"{c} = ?" for c in columns)
-    w.conn.execute(f"UPDATE workflow_steps SET {sets} WHERE workflow = ? AND idx = ?", (*values, wf_id, idx))
-    set_workflow(w, wf_id)
+    rows.set_step(w.conn, wf_id, idx, w.at, **columns)
 
 
-def claim(w: Writer, wf_id: str, state: str, me: process.ProcessId, **columns: Any) -> None:
+def claim(w: Writer, wf_id: str, state: str, me: pids.ProcessId, **columns: Any) -> None:
     set_workflow(w, wf_id, state=state, owner_pid=me.pid, owner_start=me.start, owner_actor=w.actor, **columns)
 
 
@@ -271,7 +252,7 @@ def settle(w: Writer, wf: Workflow) -> None:
         if s.status in IN_FLIGHT and s.observed == "interrupted":
             during = "run" if s.status == "running" else "rollback"
             set_step(w, wf.id, s.idx, status="interrupted", interrupted_during=during, pid=None, pid_start=None,
-                     finished_at=w.at)
+                     command_pid=None, command_start=None, finished_at=w.at)
             s.status, s.interrupted_during, s.pid = "interrupted", during, None
     if wf.observed != wf.state:
         release(w, wf.id, wf.observed)
@@ -279,25 +260,13 @@ def settle(w: Writer, wf: Workflow) -> None:
         wf.owner_pid = None
 
 
-def list_rows(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
-    where, params = ("WHERE state = ?", [state]) if state else ("", [])
-    rows = conn.execute(
-        f"SELECT id, name, state, created_by, created_at, updated_at, owner_pid, owner_start FROM workflows {where} "
-        "ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*params, limit + 1),
-    ).fetchall()
-    out = []
-    for r in rows:
-        counts = dict(conn.execute("SELECT status, COUNT(*) FROM workflow_steps WHERE workflow = ? GROUP BY status", (r[0],)).fetchall())
-        state_now = r[2]
-        if state_now in ("running", "rolling_back") and not process.alive(r[6], r[7]):
-            state_now = "failed" if state_now == "running" else "rollback_failed"
-        out.append({
-            "id": r[0], "name": r[1], "state": state_now, "steps": sum(counts.values()),
-            "done": counts.get("success", 0), "created_by": r[3], "created_at": r[4], "updated_at": r[5],
+def summaries(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest workflows (at most `limit`), each with its state as observed (see `observe`)."""
+    found = []
+    for r in rows.listed(conn, state, limit):
+        state_now = load(conn, r.id).observed if r.state in HELD else r.state
+        found.append({
+            "id": r.id, "name": r.name, "state": state_now, "steps": r.steps, "done": r.done,
+            "created_by": r.created_by, "created_at": r.created_at, "updated_at": r.updated_at,
         })
-    return out
-
-
-def now() -> str:
-    return names.now()
+    return found

@@ -1,5 +1,5 @@
-"""What workflow commands return: the status view (every step, redacted), what to call next,
-and the hints of a rollback preview."""
+"""What workflow commands return: the status view (every step, redacted) and what to call next.
+(A rollback's preview and result are rollback.py's.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.tools import workflow as tools
-from swarmctl.tools.workflow.models import StepView, WorkflowInfo, WorkflowRollbackReq, WorkflowStatus
+from swarmctl.tools.workflow.models import StepView, WorkflowInfo, WorkflowStatus
 
 
 def after_run(ctx: Context, wf_id: str, failed: Any) -> WorkflowStatus:
@@ -60,7 +60,8 @@ def status_view(wf: Any) -> WorkflowStatus:
         if public is not None:
             public.pop("name")
         steps.append(StepView(
-            index=s.idx, name=s.name, kind=s.kind, status=s.observed, attempts=s.attempts,
+            index=s.idx, name=s.name, kind=s.kind, status=s.observed,
+            command_pid=s.command_pid if s.command_alive else None, attempts=s.attempts,
             started_at=s.started_at, finished_at=s.finished_at, op=s.op, approved_by=s.approved_by,
             approved_at=s.approved_at, undo_op=s.undo_op, interrupted_during=during, definition=public,
             result=public_outcome(s.result), undo_result=public_outcome(s.undo_result),
@@ -96,26 +97,3 @@ def next_calls(wf: Any, waiting: str | None) -> list[dict[str, Any]]:
     if state == "completed":
         return [tools.ROLLBACK.call(workflow=wf.id, include_completed=True)]
     return []
-
-
-def preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
-    """The preview that goes with a refused confirmation: the same call without --confirm."""
-    flags: dict[str, Any] = {}
-    if req.acknowledge_unknown_effects:
-        flags["acknowledge_unknown_effects"] = req.acknowledge_unknown_effects
-    if req.include_completed:
-        flags["include_completed"] = True
-    return tools.ROLLBACK.call(workflow=wf_id, **flags)
-
-
-def preview_hint(wf_id: str, preview_id: str, br: dict[str, Any]) -> str:
-    if br["blockers"]:
-        return "Confirming would be refused: see blockers. Nothing was changed."
-    n = br["counts"]["would_roll_back"]
-    failing = sum(1 for e in br["would_roll_back"] if e["predicted"]["outcome"] == "fails")
-    warning = f"; {failing} of them predicted to fail, see `predicted`" if failing else ""
-    return (
-        f"Nothing was changed. Show this to the user; if they agree, confirm with "
-        f"`swarmctl workflow rollback {wf_id} --confirm --expect-preview {preview_id}` "
-        f"({n} step(s) would be undone{warning})."
-    )

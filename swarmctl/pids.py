@@ -1,0 +1,93 @@
+"""Processes named in the store: whether the one that saved a record, or the process group of a
+command it started, still lives. The one place that answers "is it alive?".
+
+A process is named by its pid and its start time (field 22 of /proc/PID/stat, in clock ticks
+since boot): a pid the kernel has since given to another process has another start time, so
+it is not mistaken for the one that saved the record. A store lives on one machine (SQLite in
+WAL mode needs shared memory), so a pid in the store always means a process on this machine.
+A zombie has finished: it acts no more, so it counts as gone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+
+class ProcessId(NamedTuple):
+    pid: int
+    start: str | None  # None where /proc is not there to ask
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat from field 3 (state) on, or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def start_time(pid: int) -> str | None:
+    """The start time of `pid` (clock ticks since boot), or None if it does not exist or is a zombie."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # field 22 overall
+
+
+def me() -> ProcessId:
+    return ProcessId(os.getpid(), start_time(os.getpid()))
+
+
+def _has_proc() -> bool:
+    return Path("/proc/self/stat").exists()
+
+
+def alive(pid: int | None, start: str | None = None) -> bool:
+    """Whether the process that recorded (pid, start) is still running (any process with that
+    pid, when `start` is None)."""
+    if pid is None:
+        return False
+    if _has_proc():
+        now = start_time(pid)
+        return now is not None and (start is None or now == start)
+    try:  # no /proc: all we can ask is whether some process has the pid
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_alive(pgid: int | None, start: str | None) -> bool:
+    """Whether any process of the group led by (pgid, start) still runs.
+
+    The leader may be gone while others of its group live on (a script's children). Linux does
+    not give a pid to a new process while any process still belongs to a group of that number,
+    so a leader's pid held by a process with another start time means the old group is gone.
+    """
+    if pgid is None:
+        return False
+    if not _has_proc():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    leader = _stat(pgid)
+    if leader is not None and leader[0] not in ("Z", "X"):
+        return start is None or leader[19] == start
+    if leader is not None and start is not None and leader[19] != start:
+        return False  # a zombie of another process that reused the pid
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None and fields[0] not in ("Z", "X") and fields[2] == str(pgid):
+                return True
+    return False

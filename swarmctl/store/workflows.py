@@ -1,0 +1,195 @@
+"""Workflows as rows: what `swarmctl workflow` reads and writes (tables in schema.py).
+
+A workflow row holds its state, the process acting on it (`owner_*`) and `rev`, which every
+change to the workflow or one of its steps bumps: a rollback claims the workflow only if `rev`
+is still what it checked. A step row holds its definition (`spec`, JSON) and what running and
+undoing it did (`result`, `undo_result`, JSON). None of this is an op.
+
+What the rows mean (a step saved `running` whose process is gone, ...) is decided in
+swarmctl/tools/workflow/records.py. Reads take any connection; writes must run inside
+Store.write(), and pass its time as `at`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Iterable, NamedTuple
+
+
+class WorkflowRow(NamedTuple):
+    id: str
+    name: str
+    description: str | None
+    state: str
+    source: str
+    base_dir: str
+    created_by: str
+    created_at: str
+    updated_at: str
+    cursor: int | None
+    owner_pid: int | None
+    owner_start: str | None
+    owner_actor: str | None
+    rollback_by: str | None
+    rollback_at: str | None
+    rev: int
+
+
+class StepRow(NamedTuple):
+    idx: int
+    name: str
+    kind: str
+    spec: str | None  # JSON text, as stored: the reader decides what an unreadable one means
+    status: str
+    pid: int | None
+    pid_start: str | None
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    op: int | None
+    result: str | None  # JSON text
+    approved_by: str | None
+    approved_at: str | None
+    undo_op: int | None
+    undo_result: str | None  # JSON text
+    interrupted_during: str | None
+    command_pid: int | None  # the process group of its command (the leader's pid)
+    command_start: str | None  # the leader's start time
+
+
+class Listed(NamedTuple):
+    id: str
+    name: str
+    state: str
+    created_by: str
+    created_at: str
+    updated_at: str
+    steps: int
+    done: int  # steps that succeeded
+
+
+_WF_COLUMNS = ", ".join(WorkflowRow._fields)
+_STEP_COLUMNS = ", ".join(StepRow._fields)
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+def exists(conn: sqlite3.Connection, workflow_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM workflows WHERE id = ?", (workflow_id,)).fetchone() is not None
+
+
+def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
+    """Workflow ids that start with `prefix`, in id order."""
+    rows = conn.execute(
+        "SELECT id FROM workflows WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
+    )
+    return [r[0] for r in rows]
+
+
+def workflow(conn: sqlite3.Connection, workflow_id: str) -> WorkflowRow | None:
+    row = conn.execute(f"SELECT {_WF_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    return WorkflowRow(*row) if row else None
+
+
+def steps(conn: sqlite3.Connection, workflow_id: str) -> list[StepRow]:
+    rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,))
+    return [StepRow(*r) for r in rows]
+
+
+def rev(conn: sqlite3.Connection, workflow_id: str) -> int | None:
+    row = conn.execute("SELECT rev FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    return row[0] if row else None
+
+
+def owner(conn: sqlite3.Connection, workflow_id: str) -> tuple[int | None, str | None] | None:
+    """(pid, start time) of the process that holds the workflow; None if there is no such workflow."""
+    row = conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def listed(conn: sqlite3.Connection, state: str | None, limit: int) -> list[Listed]:
+    """Newest first, at most `limit`, with each one's step counts; `state` filters on the saved state."""
+    where, params = ("WHERE w.state = ?", [state]) if state else ("", [])
+    rows = conn.execute(
+        "SELECT w.id, w.name, w.state, w.created_by, w.created_at, w.updated_at, "
+        "(SELECT COUNT(*) FROM workflow_steps s WHERE s.workflow = w.id), "
+        "(SELECT COUNT(*) FROM workflow_steps s WHERE s.workflow = w.id AND s.status = 'success') "
+        f"FROM workflows w {where} ORDER BY w.created_at DESC, w.id DESC LIMIT ?",
+        (*params, limit),
+    )
+    return [Listed(*r) for r in rows]
+
+
+def list_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[str, str, str]]:
+    """(id, name, saved state) of the newest workflows whose id starts with `prefix`: for completion."""
+    return conn.execute(
+        "SELECT id, name, state FROM workflows WHERE id >= ? AND id < ? ORDER BY created_at DESC LIMIT ?",
+        (prefix, prefix + "\U0010ffff", limit),
+    ).fetchall()
+
+
+def step_names(conn: sqlite3.Connection, workflow_id: str) -> list[tuple[str, str, str]]:
+    """(name, kind, saved status) of each step, in order: for completion."""
+    return conn.execute(
+        "SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,)
+    ).fetchall()
+
+
+# --- writes (inside Store.write) -------------------------------------------------------------
+
+
+def insert(
+    conn: sqlite3.Connection,
+    workflow_id: str,
+    *,
+    name: str,
+    description: str | None,
+    source: str,
+    base_dir: str,
+    step_specs: Iterable[dict[str, Any]],
+    actor: str,
+    at: str,
+    owner_pid: int,
+    owner_start: str | None,
+) -> None:
+    """A new workflow, `pending`, held by (owner_pid, owner_start), with its steps `pending`."""
+    conn.execute(
+        "INSERT INTO workflows(id, name, description, state, source, base_dir, created_by, created_at, updated_at, "
+        "owner_pid, owner_start, owner_actor, rev) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        (workflow_id, name, description, source, base_dir, actor, at, at, owner_pid, owner_start, actor),
+    )
+    conn.executemany(
+        "INSERT INTO workflow_steps(workflow, idx, name, kind, spec, status) VALUES (?, ?, ?, ?, ?, 'pending')",
+        [(workflow_id, i, s["name"], s["kind"], _json(s)) for i, s in enumerate(step_specs, start=1)],
+    )
+
+
+def set_workflow(conn: sqlite3.Connection, workflow_id: str, at: str, **columns: Any) -> None:
+    """Change columns of a workflow; its `updated_at` and `rev` move with every change."""
+    _check(columns, WorkflowRow._fields)
+    sets = "".join(f"{c} = ?, " for c in columns)
+    conn.execute(
+        f"UPDATE workflows SET {sets}updated_at = ?, rev = rev + 1 WHERE id = ?", (*columns.values(), at, workflow_id)
+    )
+
+
+def set_step(conn: sqlite3.Connection, workflow_id: str, idx: int, at: str, **columns: Any) -> None:
+    """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too."""
+    _check(columns, StepRow._fields)
+    values = [_json(v) if isinstance(v, dict) else v for v in columns.values()]
+    sets = ", ".join(f"{c} = ?" for c in columns)
+    conn.execute(f"UPDATE workflow_steps SET {sets} WHERE workflow = ? AND idx = ?", (*values, workflow_id, idx))
+    set_workflow(conn, workflow_id, at)
+
+
+def _check(columns: dict[str, Any], known: tuple[str, ...]) -> None:
+    # Column names go into the SQL text: only ever our own, never a caller's string.
+    unknown = set(columns) - set(known)
+    if unknown:
+        raise ValueError(f"no such column: {', '.join(sorted(unknown))}")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,138 @@
+"""`workflow rollback`: the preview, which changes nothing, and the confirmation, which acts
+on exactly what was previewed.
+
+Both start from the same assessment: the workflow read in one snapshot and its blast radius
+(blast_radius.py). A confirmation is refused (E_REFUSED) while the radius has blockers; it then
+claims the workflow (only if nothing changed since the assessment: E_STATE otherwise), undoes
+the steps (execute.py), and releases the workflow in its new state.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from swarmctl import names, pids
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import plain
+from swarmctl.store import workflows as rows
+from swarmctl.tools import workflow as tools
+from swarmctl.tools.workflow import blast_radius, execute, guards, records
+from swarmctl.tools.workflow.blast_radius import Radius
+from swarmctl.tools.workflow.models import BlastRadius, WorkflowRollbackReq, WorkflowRollbackResult
+from swarmctl.tools.workflow.records import Workflow
+
+
+def preview(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
+    """What a rollback would do, and (when nothing blocks it) the call that confirms it."""
+    wf, radius = _assess(ctx, req, ctx.actor or "")
+    confirm = None if radius.blast_radius.blockers else confirm_call(wf.id, req, radius.preview_id)
+    return WorkflowRollbackResult(
+        action="preview", preview_id=radius.preview_id, blast_radius=radius.blast_radius,
+        hint=_preview_hint(radius, confirm), next=confirm, state=None, results=None, acknowledged=None,
+    )
+
+
+def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
+    """Undo the steps of `would_roll_back`, last first, unless something blocks it."""
+    actor = ctx.require_actor()
+    wf, radius = _assess(ctx, req, actor)
+    guards.no_orphaned_command(wf)
+    _refuse_blocked(wf, radius, req)
+    store = ctx.store()
+    with store.write(actor) as w:
+        _claim(w, wf, req)
+    executor = execute.Executor(ctx, store, wf, actor, getattr(ctx, "progress", None))
+    results = executor.roll_back(radius.blast_radius.would_roll_back)
+    state = "rolled_back" if all(r.status == "rolled_back" for r in results) else "rollback_failed"
+    with store.write(actor) as w:
+        executor.owned(w)
+        records.release(w, wf.id, state)
+    if state == "rolled_back":
+        hint, retry = "Every undo succeeded.", None
+    else:
+        hint = "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
+        retry = preview_call(wf.id, req)
+    return WorkflowRollbackResult(
+        action="rolled_back", preview_id=radius.preview_id, blast_radius=radius.blast_radius, hint=hint, next=retry,
+        state=state, results=results,
+        acknowledged=[e.step for e in radius.blast_radius.unknown_effects if e.acknowledged],
+    )
+
+
+# --- the calls a rollback points to: built once, carrying the flags the caller gave ------------
+
+
+def _flags(req: WorkflowRollbackReq) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    if req.acknowledge_unknown_effects:
+        flags["acknowledge_unknown_effects"] = list(req.acknowledge_unknown_effects)
+    if req.include_completed:
+        flags["include_completed"] = True
+    return flags
+
+
+def preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
+    """The preview that goes with a refused or partly failed confirmation: the same flags, no --confirm."""
+    return tools.ROLLBACK.call(workflow=wf_id, **_flags(req))
+
+
+def confirm_call(wf_id: str, req: WorkflowRollbackReq, preview_id: str) -> dict[str, Any]:
+    """The confirmation of the preview `preview_id`: the same flags, --confirm --expect-preview."""
+    return tools.ROLLBACK.call(workflow=wf_id, confirm=True, expect_preview=preview_id, **_flags(req))
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+
+def _assess(ctx: Context, req: WorkflowRollbackReq, actor: str) -> tuple[Workflow, Radius]:
+    with ctx.store().read() as conn:
+        wf = records.load(conn, tools._resolve(ctx, conn, req.workflow))
+        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
+        radius = blast_radius.compute(
+            conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
+            include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
+        )
+    return wf, radius
+
+
+def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> None:
+    blockers = radius.blast_radius.blockers
+    if blockers:
+        codes = ", ".join(dict.fromkeys(b.code for b in blockers))
+        raise SwarmError(
+            "E_REFUSED",
+            f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
+            details={"workflow": wf.id, "preview_id": radius.preview_id, "refusals": plain(blockers)},
+            hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
+            next=preview_call(wf.id, req),
+        )
+
+
+def _claim(w: Any, wf: Workflow, req: WorkflowRollbackReq) -> None:
+    """Hold the workflow for this rollback, if nothing changed since it was assessed."""
+    if rows.rev(w.conn, wf.id) != wf.rev:
+        now = records.load(w.conn, wf.id)
+        raise SwarmError(
+            "E_STATE",
+            f"workflow {wf.id} changed while its rollback was being checked (now {now.observed}); nothing was changed",
+            details={"workflow": wf.id, "state": now.observed, "owner": records.owner_view(now)},
+            hint="Another process acted on it, perhaps another rollback. Preview again.",
+            next=preview_call(wf.id, req),
+        )
+    records.settle(w, wf)
+    records.claim(w, wf.id, "rolling_back", pids.me(), rollback_by=w.actor, rollback_at=w.at)
+
+
+def _preview_hint(radius: Radius, confirm: dict[str, Any] | None) -> str:
+    br: BlastRadius = radius.blast_radius
+    if confirm is None:
+        return "Confirming would be refused: see blockers. Nothing was changed."
+    failing = sum(1 for e in br.would_roll_back if e.predicted.outcome == "fails")
+    warning = f"; {failing} of them predicted to fail, see `predicted`" if failing else ""
+    return (
+        f"Nothing was changed. Show this to the user; if they agree, confirm with `{shlex.join(confirm['argv'])}` "
+        f"({br.counts.would_roll_back} step(s) would be undone{warning})."
+    )
