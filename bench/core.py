@@ -1,10 +1,10 @@
 """Benchmark of the core: how long whole `swarmctl` processes take on stores of 1,000 and
 1,000,000 ops, beside the floors of the same interpreter (`python -c pass`, `import typer`).
 
-    .venv/bin/python bench/core.py                 # build the stores (once, cached), time, print
-    .venv/bin/python bench/core.py --rounds 41     # more rounds
-    .venv/bin/python bench/core.py --rebuild       # build the stores again
-    .venv/bin/python bench/core.py --sizes 1000,100000 --rounds 5   # a quick look
+    python bench/core.py                 # build the stores (once, cached), time, print
+    python bench/core.py --rounds 41     # more rounds
+    python bench/core.py --rebuild       # build the stores again
+    python bench/core.py --sizes 1000,100000 --rounds 5   # a quick look
 
 Not a test: pytest does not run it. Targets (issue 2): `op log -n 20` and `op undo` cost the
 same within 20% on both stores, and `op log -n 20` takes at most 1.5 times `import typer`.
