@@ -76,9 +76,11 @@ def test_undo_of_an_undo_redoes(sw, golden):
     again = sw(*as_(sw, AGENT), "op", "undo", "6")
     assert (again.result["op"], again.result["already_applied"]) == (9, False)
     assert refs(sw.store)["release/v1"] == ids["base"]
-    # ...while the undo of op 7 (op 8) stays what it was: a replay.
+    # ...while undoing op 7 again finds op 8 (its undo) in effect but release/v1 moved since
+    # (op 9): not a replay that would report release/v1 restored, but the conflict.
     replay = sw(*as_(sw, AGENT), "op", "undo", "7")
-    assert (replay.result["op"], replay.result["already_applied"]) == (8, True)
+    assert replay.exit == 3 and replay.error["details"]["undone_by"] == 8
+    assert replay.error["details"]["conflicts"][0]["moved_by"] == [9]
     assert problems(sw.store) == []
     assert sw.transcript(undo, redo, show6, show7, again, replay) == golden
 
