@@ -78,7 +78,7 @@ def test_a_workflow_store_step_undone_and_moved_since_fails_its_rollback(sw):
     assert entry["predicted"]["code"] == "E_CAS_MISMATCH"
     assert entry["predicted"]["details"]["undone_by"] == undo
     assert preview["blast_radius"]["state_after"] == "rollback_failed"
-    confirmed = kit(*preview["next"]["argv"][1:])
+    confirmed = sw(*preview["next"]["argv"][1:], cwd=kit.dir)
     [result] = confirmed.envelope["result"]["results"] if confirmed.envelope["ok"] else confirmed.error["details"]["results"]
     assert result["status"] == "rollback_failed" and result["error"]["code"] == "E_CAS_MISMATCH"
     assert refs(sw.store)["release/v1"] == kit.c1  # never reported restored, never moved

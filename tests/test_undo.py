@@ -42,11 +42,13 @@ def test_undo_refused_when_a_ref_moved_since(sw, golden):
     assert error["details"]["conflicts"] == [
         {"name": "release/v1", "expected": ids["fix"], "actual": ids["base"], "moved_by": [7]}
     ]
-    assert error["next"] == {"tool": "undo", "arguments": {"op": 7}, "argv": ["swarmctl", "op", "undo", "7"]}
+    assert error["next"] == {
+        "tool": "undo", "arguments": {"op": 7}, "argv": ["swarmctl", "--repo", str(sw.store), "--as", AGENT, "op", "undo", "7"]
+    }
     assert "op 7" in error["hint"]
     assert (op_count(sw.store), file_digests(sw.store)) == before
     # Doing what error.next says, then the undo again, works.
-    first = sw(*as_(sw, AGENT), *error["next"]["argv"][1:])
+    first = sw(*error["next"]["argv"][1:])  # it names the store and the actor
     then = sw(*as_(sw, AGENT), "op", "undo", "6")
     assert then.result["op"] == 9 and refs(sw.store)["release/v1"] == ids["base"]
     assert sw.transcript(refused, first, then) == golden
