@@ -59,3 +59,15 @@ def test_the_workflows_walkthrough(tmp_path):
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert (tmp_path / "deploy.log").read_text() == "deploying to prod\nundeploying from prod\n"
     assert ran.stdout.strip().splitlines()[-1] == "undeploying from prod"
+
+
+@needs_jq
+def test_the_revert_and_restore_walkthrough(tmp_path):
+    revert = section("Taking back many ops at once: `op revert` and `op restore`")
+    ran = run_bash(blocks(revert)[0], tmp_path)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    lines = ran.stdout.strip().splitlines()
+    assert '"reverted":[3,5,6],"op":null' in lines[1] and '"reverted":[3,5,6],"op":8' in lines[2]
+    assert lines[3] == "8" and lines[4] == '{"op":8,"already_applied":true}'
+    assert '"undone":8,"op":9' in lines[5]
+    assert '"action":"preview","head":9' in lines[6] and '"action":"restored","head":9,"op":10' in lines[7]

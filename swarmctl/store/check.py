@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, NamedTuple
 
+from swarmctl.store import reverts
+
 
 class Problem(NamedTuple):
     check: str  # which rule: "ops_gapless", "move_chain", "refs_match_log", ...
@@ -30,6 +32,7 @@ def check_store(conn: sqlite3.Connection, *, integrity: bool = False) -> list[Pr
         problems += _integrity(conn)
     problems += _ops_gapless(conn)
     problems += _ops_ordered(conn)
+    problems += _reverts_earlier(conn)
     problems += _replay(conn)
     problems += _foreign_keys(conn)
     return problems
@@ -59,6 +62,15 @@ def _ops_ordered(conn: sqlite3.Connection) -> list[Problem]:
         if undoes is not None and not 1 <= undoes < op:
             problems.append(Problem("undoes_earlier_op", f"op {op} undoes op {undoes}, which is not earlier", op))
     return problems
+
+
+def _reverts_earlier(conn: sqlite3.Connection) -> list[Problem]:
+    """Each op a revert took back is earlier than it, and the op taking it back is a revert."""
+    return [
+        Problem("reverts_earlier_op", f"op {op} ({kind}) is recorded as reverting op {target}, which is not an earlier op", op)
+        for op, target, kind in reverts.records(conn)
+        if kind != "revert" or not 1 <= target < op
+    ]
 
 
 def _replay(conn: sqlite3.Connection) -> list[Problem]:
