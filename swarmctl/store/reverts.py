@@ -7,10 +7,10 @@ it; the reads below then find no reverts, as is true of such a store.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Iterable, Iterator, Sequence
 
 from swarmctl.store.schema import OP_REVERTS
+from swarmctl.store.sql import SQLITE, Conn, dialect
 
 # Op numbers per `IN (...)` list: under SQLite's smallest bound on query parameters (999).
 _CHUNK = 900
@@ -21,53 +21,55 @@ def _chunks(ops: Sequence[int]) -> Iterator[Sequence[int]]:
         yield ops[start : start + _CHUNK]
 
 
-def _no_table(exc: sqlite3.OperationalError) -> bool:
+def _no_table(exc: Exception) -> bool:
+    """SQLite's error for a store made before reverts existed (a PostgreSQL store always has
+    the table, so there the error is a real one and goes on up)."""
     return "no such table: op_reverts" in str(exc)
 
 
 # --- which ops a revert took back --------------------------------------------------------------
 
 
-def reverts_of(conn: sqlite3.Connection, op: int) -> list[int]:
+def reverts_of(conn: Conn, op: int) -> list[int]:
     """The revert ops that took `op` back, oldest first."""
     try:
         return [r[0] for r in conn.execute("SELECT op FROM op_reverts WHERE target = ? ORDER BY op", (op,))]
-    except sqlite3.OperationalError as exc:
+    except Exception as exc:
         if _no_table(exc):
             return []
         raise
 
 
-def reverted_among(conn: sqlite3.Connection, ops: Sequence[int]) -> set[int]:
+def reverted_among(conn: Conn, ops: Sequence[int]) -> set[int]:
     """The ops of `ops` that some revert took back (whether or not that revert still holds)."""
     found: set[int] = set()
     try:
         for chunk in _chunks(ops):
             marks = ",".join("?" * len(chunk))
             found.update(r[0] for r in conn.execute(f"SELECT DISTINCT target FROM op_reverts WHERE target IN ({marks})", chunk))
-    except sqlite3.OperationalError as exc:
+    except Exception as exc:
         if not _no_table(exc):
             raise
     return found
 
 
-def targets_of(conn: sqlite3.Connection, revert_op: int) -> list[int]:
+def targets_of(conn: Conn, revert_op: int) -> list[int]:
     """The ops the revert `revert_op` took back, oldest first."""
     try:
         return [r[0] for r in conn.execute("SELECT target FROM op_reverts WHERE op = ? ORDER BY target", (revert_op,))]
-    except sqlite3.OperationalError as exc:
+    except Exception as exc:
         if _no_table(exc):
             return []
         raise
 
 
-def records(conn: sqlite3.Connection) -> list[tuple[int, int, str]]:
+def records(conn: Conn) -> list[tuple[int, int, str]]:
     """Every (revert op, target, the revert op's kind), for the store's consistency check."""
     try:
         return conn.execute(
             "SELECT r.op, r.target, o.kind FROM op_reverts r JOIN ops o ON o.op = r.op ORDER BY r.op, r.target"
         ).fetchall()
-    except sqlite3.OperationalError as exc:
+    except Exception as exc:
         if _no_table(exc):
             return []
         raise
@@ -78,16 +80,17 @@ def record(w: Any, targets: Iterable[int]) -> None:
     op took `targets` back. Creates the table in a store made before reverts existed."""
     if w.op is None:
         raise RuntimeError("record a revert's targets after appending its op")
-    for statement in OP_REVERTS.split(";"):
-        if statement.strip():
-            w.conn.execute(statement)
+    if dialect(w.conn) == SQLITE:
+        for statement in OP_REVERTS.split(";"):
+            if statement.strip():
+                w.conn.execute(statement)
     w.conn.executemany("INSERT INTO op_reverts(op, target) VALUES (?, ?)", [(w.op, t) for t in targets])
 
 
 # --- the ops and ref moves a selection is made of ------------------------------------------------
 
 
-def ref_moves_of(conn: sqlite3.Connection, ops: Sequence[int]) -> list[tuple[int, str, str | None, str | None]]:
+def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[tuple[int, str, str | None, str | None]]:
     """(op, name, old, new) of every ref move the ops made, in op order (and each op's order)."""
     found: list[tuple[int, str, str | None, str | None]] = []
     for chunk in _chunks(sorted(ops)):
@@ -96,7 +99,7 @@ def ref_moves_of(conn: sqlite3.Connection, ops: Sequence[int]) -> list[tuple[int
     return found
 
 
-def kinds_of(conn: sqlite3.Connection, ops: Sequence[int]) -> dict[int, tuple[str, int | None]]:
+def kinds_of(conn: Conn, ops: Sequence[int]) -> dict[int, tuple[str, int | None]]:
     """op -> (kind, undoes) for each of `ops`."""
     found: dict[int, tuple[str, int | None]] = {}
     for chunk in _chunks(ops):
@@ -110,12 +113,12 @@ def kinds_of(conn: sqlite3.Connection, ops: Sequence[int]) -> dict[int, tuple[st
 # --- the refs as they were after an op (restore) -------------------------------------------------
 
 
-def refs_moved_after(conn: sqlite3.Connection, op: int) -> list[str]:
+def refs_moved_after(conn: Conn, op: int) -> list[str]:
     """The names of the refs that ops after `op` moved, by name. Costs the moves since `op`."""
     return [r[0] for r in conn.execute("SELECT DISTINCT name FROM ref_moves WHERE op > ? ORDER BY name", (op,))]
 
 
-def ref_target_after(conn: sqlite3.Connection, name: str, op: int) -> str | None:
+def ref_target_after(conn: Conn, name: str, op: int) -> str | None:
     """What ref `name` named right after op `op` (None: it did not exist then)."""
     row = conn.execute(
         "SELECT new FROM ref_moves WHERE name = ? AND op <= ? ORDER BY op DESC LIMIT 1", (name, op)
@@ -123,10 +126,10 @@ def ref_target_after(conn: sqlite3.Connection, name: str, op: int) -> str | None
     return row[0] if row else None
 
 
-def ref_ever_moved(conn: sqlite3.Connection, name: str) -> bool:
+def ref_ever_moved(conn: Conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM ref_moves WHERE name = ? LIMIT 1", (name,)).fetchone() is not None
 
 
-def ops_after(conn: sqlite3.Connection, op: int, limit: int) -> list[int]:
+def ops_after(conn: Conn, op: int, limit: int) -> list[int]:
     """The first `limit` ops after `op`, oldest first."""
     return [r[0] for r in conn.execute("SELECT op FROM ops WHERE op > ? ORDER BY op LIMIT ?", (op, limit))]

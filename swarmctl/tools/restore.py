@@ -5,14 +5,13 @@ store's newest op is still the one the preview saw, so it does exactly what was 
 from __future__ import annotations
 
 import shlex
-import sqlite3
 from typing import Any, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
-from swarmctl.store import Move, conflicts, queries, reverts
+from swarmctl.store import Conn, Move, conflicts, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
 from swarmctl.tools.op import UndoMove
 
@@ -107,7 +106,7 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
     )
 
 
-def _moves(conn: sqlite3.Connection, target: int, refs: list[str]) -> list[Move]:
+def _moves(conn: Conn, target: int, refs: list[str]) -> list[Move]:
     """The moves that put each ref (of `refs`; none: every ref moved since) back as after `target`."""
     for name in refs:
         if not reverts.ref_ever_moved(conn, name):
@@ -153,7 +152,7 @@ def _call(target: int, refs: list[str], **flags: Any) -> dict[str, Any]:
 # --- errors ------------------------------------------------------------------------------------
 
 
-def _moved_since(conn: sqlite3.Connection, target: int, refs: list[str], expected: int, head: int) -> SwarmError:
+def _moved_since(conn: Conn, target: int, refs: list[str], expected: int, head: int) -> SwarmError:
     """E_CAS_MISMATCH: the store's newest op is not the one the preview saw."""
     since = reverts.ops_after(conn, expected, _OPS_SINCE_SHOWN) if expected < head else []
     moved = [n for n in reverts.refs_moved_after(conn, expected) if not refs or n in refs] if expected < head else []

@@ -11,14 +11,13 @@ and stops the revert (E_CAS_MISMATCH, naming those ops).
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Annotated, Any, NamedTuple
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Move, Writer, conflicts, queries, reverts
+from swarmctl.store import Conn, Move, Writer, conflicts, queries, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
 
@@ -101,7 +100,7 @@ class _NetEffect(NamedTuple):
 
 
 def _revert(
-    conn: sqlite3.Connection, query: queries.LogQuery, given: dict[str, Any], actor: str, at: str, *, writer: Writer | None
+    conn: Conn, query: queries.LogQuery, given: dict[str, Any], actor: str, at: str, *, writer: Writer | None
 ) -> RevertResult:
     selected = _select(conn, query, given)
     moves = reverts.ref_moves_of(conn, selected)
@@ -128,7 +127,7 @@ def _revert(
     )
 
 
-def _select(conn: sqlite3.Connection, query: queries.LogQuery, given: dict[str, Any]) -> list[int]:
+def _select(conn: Conn, query: queries.LogQuery, given: dict[str, Any]) -> list[int]:
     """The selected ops, oldest first; refused past MAX_SELECTION."""
     found, more = queries.op_log(conn, query)
     if more:
@@ -141,7 +140,7 @@ def _select(conn: sqlite3.Connection, query: queries.LogQuery, given: dict[str, 
     return sorted(found)
 
 
-def _scope(conn: sqlite3.Connection, selected: list[int]) -> set[int]:
+def _scope(conn: Conn, selected: list[int]) -> set[int]:
     """The selected ops and every op that took one of them back, down the chain (its undo, the
     undo of that undo, a revert of it, ...): moves by these are the selection's own."""
     scope = set(selected)
@@ -155,7 +154,7 @@ def _scope(conn: sqlite3.Connection, selected: list[int]) -> set[int]:
 
 
 def _net_effect(
-    conn: sqlite3.Connection, selected: list[int], moves: list[tuple[int, str, str | None, str | None]], given: dict[str, Any]
+    conn: Conn, selected: list[int], moves: list[tuple[int, str, str | None, str | None]], given: dict[str, Any]
 ) -> _NetEffect:
     """Each ref back to what it named before its oldest selected move, or the conflicts."""
     first: dict[str, tuple[int, str | None]] = {}  # name -> (oldest selected op that moved it, what it named before)
@@ -177,7 +176,7 @@ def _net_effect(
     return _NetEffect(net, list(first))
 
 
-def _taken_back(conn: sqlite3.Connection, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
+def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
     """The selected ops the revert takes back (they get `undone_by`): those that moved a ref and
     are in effect, but not an undo (or revert) whose op(s) are selected too: such a pair cancels."""
     chosen = set(selected)
@@ -194,7 +193,7 @@ def _taken_back(conn: sqlite3.Connection, selected: list[int], in_effect: dict[i
 
 
 def _replay(
-    conn: sqlite3.Connection, selected: list[int], moved: list[str], in_effect: dict[int, int | None]
+    conn: Conn, selected: list[int], moved: list[str], in_effect: dict[int, int | None]
 ) -> RevertResult | None:
     """The revert already in effect for this selection, if a revert took its ops back."""
     undoers = sorted({u for u in in_effect.values() if u is not None})
