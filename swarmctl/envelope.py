@@ -62,6 +62,13 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "the workflow is `failed` and can be resumed with --retry or rolled back",
         ),
         ErrorCode(
+            "E_UNAVAILABLE",
+            11,
+            "the store's database server cannot be reached or dropped the connection; nothing was written "
+            "(or, when the connection dropped during COMMIT and the outcome could not be found, "
+            "`details.commit_unknown: true`); safe to retry",
+        ),
+        ErrorCode(
             "E_INTERRUPTED",
             130,
             "stopped by Ctrl-C or SIGTERM; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted",
