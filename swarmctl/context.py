@@ -32,6 +32,8 @@ class Context:
         # A door may set this to show progress to people (tools call it with a dict per event;
         # see tools/workflow/execute.py). None: report nothing.
         self.progress: Callable[[dict[str, Any]], None] | None = None
+        # A door may set this to show warnings to people (the CLI: on stderr). None: drop them.
+        self.on_warning: Callable[[str], None] | None = None
 
     @property
     def auth(self) -> str:
@@ -71,6 +73,11 @@ class Context:
                 hint="Say who you are with --as kind/name (e.g. --as agent/worker-17) or SWARMCTL_AS.",
             )
         return names.check_actor(self.actor)
+
+    def warn(self, message: str) -> None:
+        """Tell the person running the command something they should act on (not an error)."""
+        if self.on_warning is not None:
+            self.on_warning(message)
 
     def resolve(self, given: str, meaning: Any) -> None:
         if str(given) != str(meaning):

@@ -18,6 +18,7 @@ from typer.exceptions import Abort
 
 from swarmctl import registry, runner
 from swarmctl.cli.app import Globals, build, tools_for
+from swarmctl.cli.inert import inert
 from swarmctl.cli.output import emit
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error
@@ -65,13 +66,14 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     except SwarmError as exc:
         if exc.code == "E_INVALID_ARG" and usage:
             exc.details.setdefault("usage", usage)
-            print(f"{usage}\nError: {exc.message}", file=sys.stderr)
+            print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except Exception as exc:
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
         ctx.progress = _progress_reporter(globals_)
+        ctx.on_warning = _warn
         try:
             envelope = runner.run(tool, request, ctx)
         except KeyboardInterrupt as exc:
@@ -81,6 +83,10 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
                 ctx.progress.close()
     emit(envelope, globals_, tool)
     raise typer.Exit(exit_status(envelope))
+
+
+def _warn(message: str) -> None:
+    print(f"swarmctl: warning: {inert(message)}", file=sys.stderr)
 
 
 def _progress_reporter(globals_: Globals) -> Any:
@@ -132,7 +138,13 @@ def _usage_error(exc: UsageError) -> int:
         details={"usage": usage},
         hint=f"Run `{where} --help` for usage.",
     )
-    exc.show(file=sys.stderr)
+    if isinstance(exc, NoArgsIsHelpError):
+        exc.show(file=sys.stderr)  # the help text, ours
+    else:
+        # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
+        if click_ctx is not None:
+            print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
+        print(f"Error: {inert(message)}", file=sys.stderr)
     globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     auth = Context(actor=globals_.actor if globals_ else None).auth
     emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_ or Globals(), tool)

@@ -21,7 +21,9 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         try:
             text = tables.render(envelope, color=color)
         except Exception as exc:  # a bug in a renderer must not hide what the command did
-            print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
+            from swarmctl.cli.inert import inert
+
+            print(f"swarmctl: cannot render this result as a table ({inert(str(exc))}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
         _write(text)
     elif sys.stdout.isatty() or globals_.color == "always":
