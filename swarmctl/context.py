@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Store, discover, not_a_repo
+from swarmctl.store import Store, discover, not_a_repo, os_failure, resolve
 
 
 class Context:
@@ -47,12 +47,15 @@ class Context:
 
     def target_path(self) -> Path:
         """Where the store is or would be, without opening it."""
-        if self.repo is not None:
-            return (self.cwd / self.repo).resolve()
-        found = discover(self.cwd)
-        if found is None:
-            raise not_a_repo(self.cwd.resolve(), discovered=True)
-        return found
+        try:
+            if self.repo is not None:
+                return resolve(self.cwd / self.repo)
+            found = discover(self.cwd)
+            if found is None:
+                raise not_a_repo(resolve(self.cwd), discovered=True)
+            return found
+        except OSError as exc:
+            raise os_failure(exc, self.cwd / (self.repo or "")) or exc
 
     def store(self) -> Store:
         if self._store is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
 from swarmctl.spec import Tool, plain
-from swarmctl.store import translate
+from swarmctl.store import os_failure, translate
+from swarmctl.store.errors import corrupt as store_corrupt
 
 
 def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
@@ -22,6 +24,16 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
             error = None
         except sqlite3.Error as exc:
             raise translate(exc, ctx._store.path if ctx._store else None) from exc
+        except ValueError as exc:
+            # Text in the store that is not UTF-8, or a JSON column that is not JSON: damage.
+            if ctx._store is None or not isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+                raise
+            raise store_corrupt(f"the store holds a value it cannot read: {exc}", ctx._store.path) from exc
+        except OSError as exc:
+            typed = os_failure(exc, ctx._store.path if ctx._store else None)
+            if typed is None:
+                raise
+            raise typed from exc
     except SwarmError as exc:
         error = exc
     except Exception as exc:  # a bug: say so, with an id to find it by

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -53,7 +54,11 @@ class _Sink:
 
 
 def _write(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head -1`) ends quietly."""
+    """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
+    valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
+    JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
+    if not _is_utf8(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -61,3 +66,14 @@ def _write(text: str) -> None:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -12,8 +12,9 @@ from typing import Iterator, NamedTuple, Sequence
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, queries
-from swarmctl.store.errors import corrupt, forbidden, not_a_repo, open_failure
+from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure
 from swarmctl.store.files import (
+    resolve,
     can_write,
     can_write_store,
     connect,
@@ -64,10 +65,21 @@ class Store:
 
     @classmethod
     def open(cls, path: Path, *, readonly: bool = False) -> "Store":
-        path = path.resolve()
+        try:
+            return cls._open(path, readonly)
+        except OSError as exc:
+            raise os_failure(exc, path) or exc
+
+    @classmethod
+    def _open(cls, path: Path, readonly: bool) -> "Store":
+        path = resolve(path)
         db = path / DB_FILE
+        if path.is_dir() and not os.access(path, os.X_OK):
+            raise blame_files(path) or not_a_repo(path)  # a directory this user may not enter
         if not db.is_file():
             raise not_a_repo(path)
+        if (blamed := blame_files(path, side_files=False)) is not None:
+            raise blamed  # a file this user may not read: say which, before SQLite blames another
         writable = can_write_store(path, db)
         # A WAL database is read through its -shm file, which SQLite must be able to create.
         # On a read-only filesystem no one can write the store, so it may be read as an
@@ -102,7 +114,21 @@ class Store:
     @classmethod
     def create(cls, path: Path, actor: str) -> "Store":
         """A new store whose op 1 is its `init`, by `actor`."""
-        path = path.resolve()
+        try:
+            return cls._create(path, actor)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise SwarmError(
+                    "E_INVALID_ARG",
+                    f"cannot make a store at {path}: {os.strerror(exc.errno)}",
+                    details={"path": str(path)},
+                    hint="Choose a directory that can be made.",
+                ) from exc
+            raise os_failure(exc, path) or exc
+
+    @classmethod
+    def _create(cls, path: Path, actor: str) -> "Store":
+        path = resolve(path)
         if is_store(path):
             raise _already_a_store(path)
         if path.exists() and not path.is_dir():
