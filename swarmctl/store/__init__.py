@@ -1,7 +1,91 @@
-"""The SQLite store: schema, the transaction helper, and queries. Knows nothing of the doors."""
+"""The store: what tools/ use, and nothing of the doors.
 
+tools/ import this package and the query modules beside it (queries, txs, workflows,
+conflicts), never a database driver. A store is opened from what `--repo` says: a path is a
+local store (swarmctl/store/sqlite.py: one SQLite database in a directory), a
+`postgresql://` or `postgres://` URL a store on a database server (swarmctl/store/postgres/,
+whose driver, psycopg, is imported only then). Both give a `Store`:
+
+- `Store.open(where)` / `Store.create(where, actor)`; `discover(cwd)` finds a local one;
+- `store.read()`: a consistent snapshot, a `Conn` the query modules take;
+- `store.write(actor)`: the one transaction helper, a `Writer` (`append_op`, `insert_changeset`,
+  ...; its `conn` for the query modules' writes);
+- failures of either driver come out as typed errors (`SwarmError` with a code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
-from swarmctl.store.errors import not_a_repo, os_failure, translate
+from swarmctl.store.errors import not_a_repo, os_failure
 from swarmctl.store.files import discover, is_store, resolve
+from swarmctl.store.sql import Conn
 
-__all__ = ["Move", "Store", "Writer", "discover", "is_store", "not_a_repo", "os_failure", "resolve", "translate"]
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(where: str | Path) -> bool:
+    """Is `where` a database server's URL (rather than a local store's path)?"""
+    return isinstance(where, str) and where.startswith(URL_SCHEMES)
+
+
+def locate(given: str, cwd: Path) -> str | Path:
+    """What `--repo` or `init PATH` names: a server's URL as given, or a path from `cwd`."""
+    if is_url(given):
+        return given
+    try:
+        return resolve(cwd / given)
+    except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
+        return cwd / given
+
+
+def backend_for(where: str | Path) -> type[Store]:
+    if is_url(where):
+        from swarmctl.store.postgres import PostgresStore
+
+        return PostgresStore
+    from swarmctl.store.sqlite import SqliteStore
+
+    return SqliteStore
+
+
+def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
+    """A failure that escaped the store's own helpers, as a typed error (else None): a driver's;
+    text in the store that is not UTF-8 or a JSON column that is not JSON (damage); a
+    filesystem failure that means something to the caller (swarmctl/store/errors.py)."""
+    import json
+
+    if store is not None and (typed := store.translated(exc)) is not None:
+        return typed
+    if store is not None and isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+        from swarmctl.store.errors import corrupt
+
+        return corrupt(f"the store holds a value it cannot read: {exc}", store.path)
+    if isinstance(exc, OSError):
+        return os_failure(exc, store.path if store is not None else None)
+    import sqlite3
+
+    if isinstance(exc, sqlite3.Error):
+        from swarmctl.store.errors import translate
+
+        return translate(exc)
+    return None
+
+
+__all__ = [
+    "Conn",
+    "Move",
+    "Store",
+    "Writer",
+    "backend_for",
+    "discover",
+    "is_store",
+    "is_url",
+    "locate",
+    "not_a_repo",
+    "os_failure",
+    "resolve",
+    "translated",
+]
