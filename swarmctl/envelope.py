@@ -33,7 +33,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode("E_NOT_A_REPO", 5, "no store at the given or discovered path"),
         ErrorCode("E_IDENTITY_REQUIRED", 6, "a mutation without `--as` / `SWARMCTL_AS`"),
         ErrorCode(
-            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store this process may not write"
+            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store (directory or file, named in `details.file`) this process may not read or write"
         ),
         ErrorCode(
             "E_REFUSED",

@@ -9,7 +9,8 @@ from typing import Any
 def render(envelope: dict[str, Any], *, color: bool) -> str:
     """The envelope for people. Every string from the envelope is escaped first, so text that
     looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
-    renderers put data into markup freely, and write literal brackets as `\\[`."""
+    renderers put data into markup freely, and write literal brackets as `\\[`. Control and
+    format characters are escaped too (swarmctl/cli/inert.py): a terminal acts on none of them."""
     from rich.console import Console
 
     out = io.StringIO()
@@ -29,12 +30,14 @@ def render(envelope: dict[str, Any], *, color: bool) -> str:
 def _escaped(value: Any) -> Any:
     from rich.markup import escape
 
+    from swarmctl.cli.inert import inert
+
     if isinstance(value, str):
-        return escape(value)
+        return escape(inert(value))
     if isinstance(value, list):
         return [_escaped(v) for v in value]
     if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
     return value
 
 
