@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Store, discover, not_a_repo
+from swarmctl.store import Store, discover, is_url, not_a_repo
 
 
 class Context:
@@ -40,11 +40,18 @@ class Context:
 
     @property
     def repo_path(self) -> str | None:
-        """The store's absolute path once it is opened: the envelope's meta.repo."""
-        return str(self._store.path) if self._store else None
+        """The store's absolute path (or its server's URL without the password) once it is
+        opened: the envelope's meta.repo."""
+        return self._store.repo if self._store else None
+
+    def target(self) -> str | Path:
+        """Where the store is or would be, without opening it: a path, or a server's URL."""
+        if self.repo is not None and is_url(self.repo):
+            return self.repo
+        return self.target_path()
 
     def target_path(self) -> Path:
-        """Where the store is or would be, without opening it."""
+        """Where the local store is or would be, without opening it."""
         if self.repo is not None:
             return (self.cwd / self.repo).resolve()
         found = discover(self.cwd)
@@ -54,7 +61,7 @@ class Context:
 
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store.open(self.target_path(), readonly=self.readonly)
+            self._store = Store.open(self.target(), readonly=self.readonly)
         return self._store
 
     def adopt(self, store: Store) -> Store:

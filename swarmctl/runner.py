@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import time
 from typing import Any
 
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
 from swarmctl.spec import Tool, plain
-from swarmctl.store import translate
+from swarmctl.store import translated
 
 
 def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
@@ -18,15 +17,12 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     started = time.perf_counter()
     ctx.readonly = not tool.mutates and tool.needs_store
     try:
-        try:
-            result = plain(tool.run(ctx, request))
-            error = None
-        except sqlite3.Error as exc:
-            raise translate(exc, ctx._store.path if ctx._store else None) from exc
+        result = plain(tool.run(ctx, request))
+        error = None
     except SwarmError as exc:
         error = exc
-    except Exception as exc:  # a bug: say so, with an id to find it by
-        error = internal_error(exc)
+    except Exception as exc:  # a bug (say so, with an id to find it by), or a driver's failure
+        error = translated(exc, ctx._store) or internal_error(exc)
     finally:
         ctx.close()
     meta = Meta(

@@ -9,10 +9,10 @@ table. Op numbers must run 1, 2, 3, ... without a gap.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, NamedTuple
 
 from swarmctl.names import shadows_changeset_id
+from swarmctl.store.sql import Conn
 
 
 class Problem(NamedTuple):
@@ -25,7 +25,7 @@ class Problem(NamedTuple):
         return self._asdict()
 
 
-def check_store(conn: sqlite3.Connection, *, integrity: bool = False) -> list[Problem]:
+def check_store(conn: Conn, *, integrity: bool = False) -> list[Problem]:
     """Every inconsistency found between the op log, the refs and the changesets (none: [])."""
     problems: list[Problem] = []
     if integrity:
@@ -38,12 +38,12 @@ def check_store(conn: sqlite3.Connection, *, integrity: bool = False) -> list[Pr
     return problems
 
 
-def _integrity(conn: sqlite3.Connection) -> list[Problem]:
+def _integrity(conn: Conn) -> list[Problem]:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     return [] if rows == ["ok"] else [Problem("sqlite_integrity", row) for row in rows]
 
 
-def _ops_gapless(conn: sqlite3.Connection) -> list[Problem]:
+def _ops_gapless(conn: Conn) -> list[Problem]:
     count, low, high = conn.execute("SELECT COUNT(*), MIN(op), MAX(op) FROM ops").fetchone()
     if count == 0:
         return [Problem("ops_gapless", "the op log is empty: op 1 (init) is missing")]
@@ -52,7 +52,7 @@ def _ops_gapless(conn: sqlite3.Connection) -> list[Problem]:
     return []
 
 
-def _ops_ordered(conn: sqlite3.Connection) -> list[Problem]:
+def _ops_ordered(conn: Conn) -> list[Problem]:
     problems = []
     previous_at = ""
     for op, at, undoes in conn.execute("SELECT op, at, undoes FROM ops ORDER BY op"):
@@ -64,7 +64,7 @@ def _ops_ordered(conn: sqlite3.Connection) -> list[Problem]:
     return problems
 
 
-def _replay(conn: sqlite3.Connection) -> list[Problem]:
+def _replay(conn: Conn) -> list[Problem]:
     """Replay every ref move in op order; each must start where the last left the ref."""
     problems = []
     state: dict[str, str] = {}
@@ -94,7 +94,7 @@ def _replay(conn: sqlite3.Connection) -> list[Problem]:
     return problems
 
 
-def _refs_shadowing_ids(conn: sqlite3.Connection) -> list[Problem]:
+def _refs_shadowing_ids(conn: Conn) -> list[Problem]:
     """Refs named like a changeset id (made before such names were refused): a TARGET of that
     text now means the changeset, so the ref is reachable only by `ref show`/`ref delete`."""
     return [
@@ -104,7 +104,7 @@ def _refs_shadowing_ids(conn: sqlite3.Connection) -> list[Problem]:
     ]
 
 
-def _foreign_keys(conn: sqlite3.Connection) -> list[Problem]:
+def _foreign_keys(conn: Conn) -> list[Problem]:
     return [
         Problem("foreign_key", f"{table} row {rowid} points at a missing row of {parent}")
         for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")

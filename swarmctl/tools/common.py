@@ -1,14 +1,13 @@
 """What several tool areas share: naming an op or a changeset as a user types it, a ref move,
 and how a ref name or a changeset is given on the command line."""
 
-import sqlite3
 from typing import Annotated, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Cli, Range, result_type
-from swarmctl.store import queries
+from swarmctl.store import Conn, queries
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
@@ -26,7 +25,7 @@ class RefMove:
     new: str | None
 
 
-def resolve_op(ctx: Context, conn: sqlite3.Connection, spec: int | str) -> int:
+def resolve_op(ctx: Context, conn: Conn, spec: int | str) -> int:
     """An op number from what the user gave: a number that exists, or `@`."""
     if spec == "@":
         actor = ctx.require_actor("`@` names the newest op by the calling actor")
@@ -51,7 +50,7 @@ def resolve_op(ctx: Context, conn: sqlite3.Connection, spec: int | str) -> int:
     return spec
 
 
-def resolve_changeset(ctx: Context, conn: sqlite3.Connection, given: str) -> str:
+def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
     """A full changeset id from a ref name, an id, or a unique prefix of an id.
 
     A ref name never shadows a changeset id: hex text of 4 or more digits that is a unique id

@@ -1,13 +1,12 @@
 """The op log: `op log`, `op show` and `op undo`."""
 
-import sqlite3
 from typing import Annotated, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Move, Writer, conflicts, queries
+from swarmctl.store import Conn, Move, Writer, conflicts, queries
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
 
@@ -182,7 +181,7 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
         return undo_in(w, resolve_op(ctx, w.conn, req.op))
 
 
-def plan_undo(conn: sqlite3.Connection, target: int, actor: str, at: str) -> UndoResult:
+def plan_undo(conn: Conn, target: int, actor: str, at: str) -> UndoResult:
     """What undoing `target` would do now, writing nothing (`op` is null unless a replay).
 
     Raises what the undo itself would: E_NOTHING_TO_UNDO, or E_CAS_MISMATCH with the conflicts.
@@ -197,7 +196,7 @@ def undo_in(w: Writer, target: int, *, kind: str = "undo", description: str | No
 
 
 def _undo(
-    conn: sqlite3.Connection,
+    conn: Conn,
     target: int,
     actor: str,
     at: str,
@@ -237,7 +236,7 @@ def _undo(
     )
 
 
-def _check_unmoved(conn: sqlite3.Connection, target: int, moves: list[Move]) -> None:
+def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
     """Every ref must still name what `target` left it naming; else say who moved it since."""
     found = conflicts.find(conn, moves, since=target)
     if not found:
@@ -255,7 +254,7 @@ def _check_unmoved(conn: sqlite3.Connection, target: int, moves: list[Move]) -> 
     )
 
 
-def _check_still_undone(conn: sqlite3.Connection, target: int, prior: int, moved: list[dict]) -> None:
+def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[dict]) -> None:
     """A replay reports the undo in effect only if every ref still names what that undo left it
     naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
     expected = [Move(m["name"], old=m["new"], new=m["new"]) for m in moved]
