@@ -19,7 +19,7 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         from swarmctl.cli import tables
 
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
             print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
