@@ -176,3 +176,31 @@ def test_zsh_and_fish_callbacks_give_ops_with_their_descriptions(sw):
     assert lines[-1] == "@\tthe newest op by you (--as)"
     zsh = sw.process(env={**base, "_SWARMCTL_COMPLETE": "complete_zsh"})
     assert zsh.stdout.startswith("_arguments '*: :((\"6\":\"agent/worker-17\\\\: set release/v1 to ")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_op_revert_and_restore_with_actors_and_ops(sw, generated):
+    build_golden_store(sw)
+    revert = ["swarmctl", "--repo", str(sw.store), "op", "revert"]
+    assert _bash_complete(generated, [*revert, "--actor"], cwd=sw.tmp) == ["agent/worker-17", "human/alice"]
+    assert _bash_complete(generated, [*revert, "--after"], cwd=sw.tmp)[:2] == ["6", "5"]
+    assert _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "restore"], cwd=sw.tmp)[:2] == ["6", "5"]
+    assert _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "log", "--actor"], cwd=sw.tmp) == [
+        "agent/worker-17",
+        "human/alice",
+    ]
+
+
+def test_actors_complete_by_prefix(sw):
+    from core_helpers import connect
+
+    from swarmctl.store import queries
+
+    build_golden_store(sw)
+    conn = connect(sw.store)
+    try:
+        assert queries.actors_with_prefix(conn, "h", 10) == [("human/alice", 4)]
+        assert queries.actors_with_prefix(conn, "", 1) == [("agent/worker-17", 6)]
+        assert queries.actors_with_prefix(conn, "ci/", 10) == []
+    finally:
+        conn.close()

@@ -76,10 +76,9 @@ def tools_for(args: list[str]) -> list[Tool] | None:
             return []  # `mcp`, `call` and `completion` find their tools themselves
         if word not in registry.AREAS:
             return None
-        area = registry.area(word)
         following = next(words, None)
-        named = [t for t in area if t.cli == (word,) or t.cli == (word, following)]
-        return named or area
+        named = registry.by_command((word, following)) or registry.by_command((word,))
+        return [named] if named else registry.area(word)
     return None
 
 
