@@ -25,7 +25,7 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         if on_stderr:
             color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
             from swarmctl.cli.inert import inert
 
