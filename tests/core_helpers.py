@@ -61,6 +61,17 @@ def connect(store: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{(store / 'swarmops.db').as_uri()}?mode=ro", uri=True)
 
 
+def fold_wal(store: Path) -> None:
+    """Checkpoint the store's WAL into its database file and remove the -wal and -shm files, as
+    the last connection to close it leaves a store whose last connection did not write."""
+    conn = sqlite3.connect(store / "swarmops.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
+
+
 def op_count(store: Path) -> int:
     conn = connect(store)
     try:

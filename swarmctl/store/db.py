@@ -18,6 +18,7 @@ from swarmctl.store.files import (
     can_write_store,
     connect,
     is_store,
+    keep_wal_on_close,
     on_readonly_filesystem,
     unwritable_why,
     wal_is_empty,
@@ -63,7 +64,10 @@ class Store:
     # --- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, readonly: bool = False) -> "Store":
+    def open(cls, path: Path, *, readonly: bool = False, keep_wal: bool = True) -> "Store":
+        """The store at `path`. A connection that may write closes without folding the WAL into
+        the database (`keep_wal`, see files.keep_wal_on_close): a committed change costs one disk
+        sync, and a command that fails or only reads leaves the files as it found them."""
         path = path.resolve()
         db = path / DB_FILE
         if not db.is_file():
@@ -76,6 +80,8 @@ class Store:
         conn = None
         try:
             conn = connect(db, readonly=readonly or not writable, immutable=immutable)
+            if keep_wal and writable and not readonly:
+                keep_wal_on_close(conn, db)
             store = cls(path, conn, readonly, writable)
             store._check_format()
         except BaseException as exc:
@@ -140,7 +146,8 @@ class Store:
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)
-        return cls.open(path)
+        # Its first users (init, demo) fold their WAL in on close: a new store is one file.
+        return cls.open(path, keep_wal=False)
 
     def close(self) -> None:
         self.conn.close()
