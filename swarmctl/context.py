@@ -11,36 +11,42 @@ from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Store, discover, not_a_repo
+from swarmctl.store import Store, discover, is_url, not_a_repo
 from swarmctl.store.schema import DB_FILE
 
 
 class OpenStores:
-    """The stores a long-lived door (the MCP server, `swarmctl call --lines`) keeps open across
-    its calls: one connection per store for the door's life. Opening one per call would cost
-    more than a small write (the schema and format read, the -shm mapping, and a directory sync
-    at the connection's first commit).
+    """The local stores a long-lived door (the MCP server, `swarmctl call --lines`) keeps open
+    across its calls: one connection per store for the door's life. Opening one per call would
+    cost more than a small write (the schema and format read, the -shm mapping, and a directory
+    sync at the connection's first commit).
 
     A store is opened read-write where this process may write it (reads use the same
     connection; a read still never writes). It is opened again if its database file was
-    replaced since (another store made at the same path), and never kept when it failed to open.
+    replaced since (another store made at the same path), and never kept when it failed to
+    open. A store on a database server is opened per call, as before (a dropped connection
+    must not outlive the call that found it dropped).
     """
 
     def __init__(self) -> None:
         self._open: dict[Path, tuple[Store, tuple[int, int] | None]] = {}
 
-    def get(self, path: Path) -> Store:
+    def get(self, where: str | Path) -> tuple[Store, bool]:
+        """The store at `where`, and whether it is held here (else the caller closes it)."""
+        if is_url(where):
+            return Store.open(where), False
+        path = Path(where)
         held = self._open.get(path)
         identity = _file_identity(path / DB_FILE)
         if held is not None:
             store, opened_as = held
-            if opened_as == identity and not store.conn.in_transaction:
-                return store
+            if opened_as == identity:
+                return store, True
             del self._open[path]
             store.close()
         store = Store.open(path)
         self._open[path] = (store, identity)
-        return store
+        return store, True
 
     def close(self) -> None:
         for store, _ in self._open.values():
@@ -85,11 +91,18 @@ class Context:
 
     @property
     def repo_path(self) -> str | None:
-        """The store's absolute path once it is opened: the envelope's meta.repo."""
-        return str(self._store.path) if self._store else None
+        """The store's absolute path (or its server's URL without the password) once it is
+        opened: the envelope's meta.repo."""
+        return self._store.repo if self._store else None
+
+    def target(self) -> str | Path:
+        """Where the store is or would be, without opening it: a path, or a server's URL."""
+        if self.repo is not None and is_url(self.repo):
+            return self.repo
+        return self.target_path()
 
     def target_path(self) -> Path:
-        """Where the store is or would be, without opening it."""
+        """Where the local store is or would be, without opening it."""
         if self.repo is not None:
             return (self.cwd / self.repo).resolve()
         found = discover(self.cwd)
@@ -100,9 +113,9 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             if self._stores is not None:
-                self._store, self._borrowed = self._stores.get(self.target_path()), True
+                self._store, self._borrowed = self._stores.get(self.target())
             else:
-                self._store = Store.open(self.target_path(), readonly=self.readonly)
+                self._store = Store.open(self.target(), readonly=self.readonly)
         return self._store
 
     def adopt(self, store: Store) -> Store:

@@ -45,7 +45,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
             7,
             "not allowed in the current state (no open transaction, a transaction already open, ...)",
         ),
-        ErrorCode("E_NOTHING_TO_UNDO", 7, "the operation moved no ref"),
+        ErrorCode(
+            "E_NOTHING_TO_UNDO", 7, "the operation moved no ref, or a revert or restore has nothing to take back"
+        ),
         ErrorCode("E_BUSY", 8, "the store stayed locked past the timeout; safe to retry"),
         ErrorCode("E_STORE_CORRUPT", 9, "the store fails its own checks; nothing was written"),
         ErrorCode(

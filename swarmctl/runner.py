@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sqlite3
+import shlex
 import time
 from typing import Any
 
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
 from swarmctl.spec import Tool, plain
-from swarmctl.store import translate
+from swarmctl.store import translated
 
 
 def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
@@ -17,15 +17,12 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     started = time.perf_counter()
     ctx.readonly = not tool.mutates and tool.needs_store
     try:
-        try:
-            result = plain(tool.run(ctx, request))
-            error = None
-        except sqlite3.Error as exc:
-            raise translate(exc, ctx._store.path if ctx._store else None) from exc
+        result = plain(tool.run(ctx, request))
+        error = None
     except SwarmError as exc:
         error = exc
-    except Exception as exc:  # a bug: say so, with an id to find it by
-        error = internal_error(exc)
+    except Exception as exc:  # a bug (say so, with an id to find it by), or a driver's failure
+        error = translated(exc, ctx._store) or internal_error(exc)
     finally:
         ctx.close()
     meta = Meta(
@@ -34,7 +31,29 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         resolved=ctx.resolved,
         auth=ctx.auth,
     )
-    return failure(tool.name, error, meta) if error else success(tool.name, result, meta)
+    envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
+    return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth == "trust" else None)
+
+
+def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None) -> dict[str, Any]:
+    """Make each `next` (the error's, the result's) run as written from any directory in a
+    clean environment: its argv, and the same command where a hint spells it, name the store
+    (as `meta.repo` shows it) and the actor. `arguments` (what MCP calls) stay as they are."""
+    words = [*(["--repo", repo] if repo else []), *(["--as", actor] if actor else [])]
+    if not words:
+        return envelope
+    body = envelope["error"] if not envelope["ok"] else envelope["result"]
+    if not isinstance(body, dict):
+        return envelope
+    calls = body.get("next")
+    for call in calls if isinstance(calls, list) else [calls]:
+        if not isinstance(call, dict) or not isinstance(call.get("argv"), list) or call["argv"][:1] != ["swarmctl"]:
+            continue
+        before = call["argv"]
+        call["argv"] = ["swarmctl", *words, *before[1:]]
+        if isinstance(body.get("hint"), str):
+            body["hint"] = body["hint"].replace(f"`{shlex.join(before)}`", f"`{shlex.join(call['argv'])}`")
+    return envelope
 
 
 def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:

@@ -367,7 +367,7 @@ def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_
     after = kit("workflow", "status", wf["id"], actor=None).result
     assert after["workflow"]["state"] == "failed"
     assert (after["steps"][1]["status"], after["steps"][1]["command_pid"]) == ("interrupted", None)
-    assert [c["argv"][2:] for c in after["next"]] == [["rollback", wf["id"]], ["resume", wf["id"], "--retry", "deploy"]]
+    assert [c["argv"][4:] for c in after["next"]] == [["rollback", wf["id"]], ["resume", wf["id"], "--retry", "deploy"]]
     assert not pids.group_alive(pgid, None)
 
 

@@ -104,6 +104,33 @@ def _undo(console, result: dict[str, Any]) -> None:
         console.print(f"  {move['name']} → {_short(move['new'])}")
 
 
+def _ops_listed(ops: list[int]) -> str:
+    shown = ", ".join(map(str, ops[:20]))
+    return shown + (f", ... ({len(ops)} ops)" if len(ops) > 20 else "")
+
+
+def _revert(console, result: dict[str, Any]) -> None:
+    taken = _ops_listed(result["reverted"])
+    if result["already_applied"]:
+        console.print(f"already reverted by op {result['op']} (ops {taken}); nothing written", soft_wrap=True)
+    elif result["op"] is None:
+        console.print(f"dry run: reverting ops {taken} would move:", soft_wrap=True)
+    else:
+        console.print(f"op {result['op']} reverted ops {taken}:", soft_wrap=True)
+    for move in result["ref_moves"]:
+        console.print(f"  {move['name']} → {_short(move['new'])}")
+
+
+def _restore(console, result: dict[str, Any]) -> None:
+    if result["op"] is None:
+        console.print(f"preview at head {result['head']}: restoring refs to op {result['restored_to']} would move:")
+    else:
+        console.print(f"op {result['op']} restored refs to op {result['restored_to']}:")
+    for move in result["ref_moves"]:
+        console.print(f"  {move['name']} → {_short(move['new'])}")
+    console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
+
+
 def _tx_status(console, result: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -331,6 +358,8 @@ RENDERERS = {
     "demo": _demo,
     "ref_list": _refs,
     "undo": _undo,
+    "op_revert": _revert,
+    "op_restore": _restore,
     "tx_status": _tx_status,
     "tx_set": _tx_stage,
     "tx_delete": _tx_stage,

@@ -1,7 +1,74 @@
-"""The SQLite store: schema, the transaction helper, and queries. Knows nothing of the doors."""
+"""The store: what tools/ use, and nothing of the doors.
 
+tools/ import this package and the query modules beside it (queries, txs, workflows,
+conflicts), never a database driver. A store is opened from what `--repo` says: a path is a
+local store (swarmctl/store/sqlite.py: one SQLite database in a directory), a
+`postgresql://` or `postgres://` URL a store on a database server (swarmctl/store/postgres/,
+whose driver, psycopg, is imported only then). Both give a `Store`:
+
+- `Store.open(where)` / `Store.create(where, actor)`; `discover(cwd)` finds a local one;
+- `store.read()`: a consistent snapshot, a `Conn` the query modules take;
+- `store.write(actor)`: the one transaction helper, a `Writer` (`append_op`, `insert_changeset`,
+  ...; its `conn` for the query modules' writes);
+- failures of either driver come out as typed errors (`SwarmError` with a code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
-from swarmctl.store.errors import not_a_repo, translate
+from swarmctl.store.errors import not_a_repo
 from swarmctl.store.files import discover, is_store
+from swarmctl.store.sql import Conn
 
-__all__ = ["Move", "Store", "Writer", "discover", "is_store", "not_a_repo", "translate"]
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(where: str | Path) -> bool:
+    """Is `where` a database server's URL (rather than a local store's path)?"""
+    return isinstance(where, str) and where.startswith(URL_SCHEMES)
+
+
+def locate(given: str, cwd: Path) -> str | Path:
+    """What `--repo` or `init PATH` names: a server's URL as given, or a path from `cwd`."""
+    return given if is_url(given) else (cwd / given).resolve()
+
+
+def backend_for(where: str | Path) -> type[Store]:
+    if is_url(where):
+        from swarmctl.store.postgres import PostgresStore
+
+        return PostgresStore
+    from swarmctl.store.sqlite import SqliteStore
+
+    return SqliteStore
+
+
+def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
+    """A driver's failure that escaped the store's own helpers, as a typed error (else None)."""
+    if store is not None:
+        return store.translated(exc)
+    import sqlite3
+
+    if isinstance(exc, sqlite3.Error):
+        from swarmctl.store.errors import translate
+
+        return translate(exc)
+    return None
+
+
+__all__ = [
+    "Conn",
+    "Move",
+    "Store",
+    "Writer",
+    "backend_for",
+    "discover",
+    "is_store",
+    "is_url",
+    "locate",
+    "not_a_repo",
+    "translated",
+]

@@ -9,8 +9,11 @@ table. Op numbers must run 1, 2, 3, ... without a gap.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, NamedTuple
+
+from swarmctl.names import shadows_changeset_id
+from swarmctl.store import reverts
+from swarmctl.store.sql import Conn
 
 
 class Problem(NamedTuple):
@@ -23,24 +26,26 @@ class Problem(NamedTuple):
         return self._asdict()
 
 
-def check_store(conn: sqlite3.Connection, *, integrity: bool = False) -> list[Problem]:
+def check_store(conn: Conn, *, integrity: bool = False) -> list[Problem]:
     """Every inconsistency found between the op log, the refs and the changesets (none: [])."""
     problems: list[Problem] = []
     if integrity:
         problems += _integrity(conn)
     problems += _ops_gapless(conn)
     problems += _ops_ordered(conn)
+    problems += _reverts_earlier(conn)
     problems += _replay(conn)
     problems += _foreign_keys(conn)
+    problems += _refs_shadowing_ids(conn)
     return problems
 
 
-def _integrity(conn: sqlite3.Connection) -> list[Problem]:
+def _integrity(conn: Conn) -> list[Problem]:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     return [] if rows == ["ok"] else [Problem("sqlite_integrity", row) for row in rows]
 
 
-def _ops_gapless(conn: sqlite3.Connection) -> list[Problem]:
+def _ops_gapless(conn: Conn) -> list[Problem]:
     count, low, high = conn.execute("SELECT COUNT(*), MIN(op), MAX(op) FROM ops").fetchone()
     if count == 0:
         return [Problem("ops_gapless", "the op log is empty: op 1 (init) is missing")]
@@ -49,7 +54,7 @@ def _ops_gapless(conn: sqlite3.Connection) -> list[Problem]:
     return []
 
 
-def _ops_ordered(conn: sqlite3.Connection) -> list[Problem]:
+def _ops_ordered(conn: Conn) -> list[Problem]:
     problems = []
     previous_at = ""
     for op, at, undoes in conn.execute("SELECT op, at, undoes FROM ops ORDER BY op"):
@@ -61,7 +66,16 @@ def _ops_ordered(conn: sqlite3.Connection) -> list[Problem]:
     return problems
 
 
-def _replay(conn: sqlite3.Connection) -> list[Problem]:
+def _reverts_earlier(conn: Conn) -> list[Problem]:
+    """Each op a revert took back is earlier than it, and the op taking it back is a revert."""
+    return [
+        Problem("reverts_earlier_op", f"op {op} ({kind}) is recorded as reverting op {target}, which is not an earlier op", op)
+        for op, target, kind in reverts.records(conn)
+        if kind != "revert" or not 1 <= target < op
+    ]
+
+
+def _replay(conn: Conn) -> list[Problem]:
     """Replay every ref move in op order; each must start where the last left the ref."""
     problems = []
     state: dict[str, str] = {}
@@ -91,7 +105,17 @@ def _replay(conn: sqlite3.Connection) -> list[Problem]:
     return problems
 
 
-def _foreign_keys(conn: sqlite3.Connection) -> list[Problem]:
+def _refs_shadowing_ids(conn: Conn) -> list[Problem]:
+    """Refs named like a changeset id (made before such names were refused): a TARGET of that
+    text now means the changeset, so the ref is reachable only by `ref show`/`ref delete`."""
+    return [
+        Problem("ref_shadows_id", f"ref {name} is named like a changeset id prefix; rename it (set a new ref, delete this one)", ref=name)
+        for (name,) in conn.execute("SELECT name FROM refs ORDER BY name")
+        if shadows_changeset_id(name)
+    ]
+
+
+def _foreign_keys(conn: Conn) -> list[Problem]:
     return [
         Problem("foreign_key", f"{table} row {rowid} points at a missing row of {parent}")
         for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")

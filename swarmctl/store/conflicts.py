@@ -5,11 +5,11 @@ the caller's baseline (oldest first) or, with no baseline, the op that last move
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store import queries
+from swarmctl.store.sql import Conn
 
 
 class Conflict(NamedTuple):
@@ -31,7 +31,7 @@ class Expected(Protocol):
     def old(self) -> str | None: ...
 
 
-def find(conn: sqlite3.Connection, moves: Iterable[Expected], since: int | Mapping[str, int] | None) -> list[Conflict]:
+def find(conn: Conn, moves: Iterable[Expected], since: int | Mapping[str, int] | None) -> list[Conflict]:
     """The refs of `moves` that do not name their `old` now, in the order given.
 
     `since` is the baseline op the caller checked the refs at (one for all, or one per ref

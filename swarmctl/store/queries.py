@@ -5,18 +5,19 @@ grow with the length of the op log."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, Iterable, NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, is_hex
+from swarmctl.store import reverts
+from swarmctl.store.sql import Conn
 
 # --- ops -----------------------------------------------------------------------------------
 
 _OP_COLUMNS = "op, kind, actor, at, description, undoes"
 
 
-def newest_op(conn: sqlite3.Connection, actor: str | None = None) -> int | None:
+def newest_op(conn: Conn, actor: str | None = None) -> int | None:
     if actor is None:
         row = conn.execute("SELECT MAX(op) FROM ops").fetchone()
     else:
@@ -24,11 +25,11 @@ def newest_op(conn: sqlite3.Connection, actor: str | None = None) -> int | None:
     return row[0]
 
 
-def op_exists(conn: sqlite3.Connection, op: int) -> bool:
+def op_exists(conn: Conn, op: int) -> bool:
     return conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is not None
 
 
-def op_records(conn: sqlite3.Connection, ops: list[int]) -> list[dict[str, Any]]:
+def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
     """Whole op records, in the order asked, keys in the order `op log` prints them."""
     if not ops:
         return []
@@ -43,7 +44,8 @@ def op_records(conn: sqlite3.Connection, ops: list[int]) -> list[dict[str, Any]]
     for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
         made[op].append(cid)
     # `undone_by` is the undo that takes the op back now: none once that undo was undone too.
-    undone = [r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)]
+    undone = {r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)}
+    undone |= reverts.reverted_among(conn, ops)
     undone_by = {op: undo_in_effect(conn, op) for op in undone}
     return [
         {
@@ -73,7 +75,7 @@ class LogQuery(NamedTuple):
     until: str | None = None
 
 
-def op_log(conn: sqlite3.Connection, q: LogQuery) -> tuple[list[int], bool]:
+def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
     """The op numbers that match, newest first, and whether more match beyond them.
 
     With only `after`, the ops nearest after it are taken (a cursor paging forward);
@@ -136,7 +138,7 @@ def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, lis
     return sql, [*params, q.limit + 1]
 
 
-def ops_numbered(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[int, str, str]]:
+def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[tuple[int, str, str]]:
     """(op, actor, description) of the newest ops whose number starts with `prefix`, for shell
     completion. Numbers starting with 12 are 12, 120-129, 1200-1299, ...: one indexed range
     each, newest first, so a prefix costs the same on a log of any length."""
@@ -160,12 +162,16 @@ def ops_numbered(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tupl
     return found
 
 
-def undos_of(conn: sqlite3.Connection, op: int) -> list[int]:
-    return [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
+def undos_of(conn: Conn, op: int) -> list[int]:
+    """The ops that took `op` back, oldest first: its undos, and the reverts that selected it."""
+    undos = [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
+    taken_back_by_reverts = reverts.reverts_of(conn, op)
+    return sorted(undos + taken_back_by_reverts) if taken_back_by_reverts else undos
 
 
-def undo_in_effect(conn: sqlite3.Connection, op: int) -> int | None:
-    """The undo that currently takes `op` back, if any: its newest undo, unless that was undone too."""
+def undo_in_effect(conn: Conn, op: int) -> int | None:
+    """The undo (or revert) that currently takes `op` back, if any: the newest, unless that was
+    taken back too."""
     chain: list[int] = []
     current: int | None = op
     while current is not None:
@@ -177,27 +183,44 @@ def undo_in_effect(conn: sqlite3.Connection, op: int) -> int | None:
     return chain[0] if len(chain) % 2 == 1 else None
 
 
-def moves_after(conn: sqlite3.Connection, name: str, op: int) -> list[int]:
+def moves_after(conn: Conn, name: str, op: int) -> list[int]:
     """The ops after `op` that moved ref `name`, oldest first."""
     return [
         r[0] for r in conn.execute("SELECT op FROM ref_moves WHERE name = ? AND op > ? ORDER BY op", (name, op))
     ]
 
 
+def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, int]]:
+    """(actor, their newest op) of the actors whose name starts with `prefix`, by name (completion).
+    One index seek per actor, on ops(actor, op)."""
+    found: list[tuple[str, int]] = []
+    low = prefix
+    while len(found) < limit:
+        row = conn.execute(
+            "SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor >= ? AND actor < ?)",
+            (low, prefix + "\U0010ffff"),
+        ).fetchone()
+        if row is None or row[0] is None:
+            break
+        found.append((row[0], row[1]))
+        low = row[0] + "\x00"
+    return found
+
+
 # --- refs ----------------------------------------------------------------------------------
 
 
-def ref_target(conn: sqlite3.Connection, name: str) -> str | None:
+def ref_target(conn: Conn, name: str) -> str | None:
     row = conn.execute("SELECT target FROM refs WHERE name = ?", (name,)).fetchone()
     return row[0] if row else None
 
 
-def ref_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+def ref_row(conn: Conn, name: str) -> dict[str, Any] | None:
     row = conn.execute("SELECT name, target, op FROM refs WHERE name = ?", (name,)).fetchone()
     return {"name": row[0], "target": row[1], "op": row[2]} if row else None
 
 
-def list_refs(conn: sqlite3.Connection, prefix: str | None = None) -> list[dict[str, Any]]:
+def list_refs(conn: Conn, prefix: str | None = None) -> list[dict[str, Any]]:
     if prefix:
         # A range on the primary key, not LIKE: no escaping of % or _ in ref names.
         rows = conn.execute(
@@ -212,7 +235,7 @@ def list_refs(conn: sqlite3.Connection, prefix: str | None = None) -> list[dict[
 # --- changesets ----------------------------------------------------------------------------
 
 
-def resolve_changeset(conn: sqlite3.Connection, prefix: str) -> str:
+def resolve_changeset(conn: Conn, prefix: str) -> str:
     """The full id of the one changeset whose id starts with `prefix` (at least 4 hex digits)."""
     text = prefix.strip().lower()
     if not is_hex(text) or len(text) > ID_HEX_LEN:
@@ -252,7 +275,7 @@ def resolve_changeset(conn: sqlite3.Connection, prefix: str) -> str:
     return found[0]
 
 
-def changesets_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[str, str]]:
+def changesets_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, str]]:
     """(id, message) of changesets whose id starts with `prefix`, newest first (completion)."""
     return conn.execute(
         "SELECT id, message FROM changesets WHERE id >= ? AND id < ? ORDER BY at DESC LIMIT ?",
@@ -260,7 +283,7 @@ def changesets_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) ->
     ).fetchall()
 
 
-def changeset_row(conn: sqlite3.Connection, cid: str) -> dict[str, Any] | None:
+def changeset_row(conn: Conn, cid: str) -> dict[str, Any] | None:
     row = conn.execute(
         "SELECT id, op, message, actor, at, parents, metadata, files FROM changesets WHERE id = ?", (cid,)
     ).fetchone()
@@ -278,7 +301,7 @@ def changeset_row(conn: sqlite3.Connection, cid: str) -> dict[str, Any] | None:
     }
 
 
-def blob_sizes(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, int]:
+def blob_sizes(conn: Conn, blob_ids: Iterable[str]) -> dict[str, int]:
     ids = list(blob_ids)
     if not ids:
         return {}
@@ -286,6 +309,6 @@ def blob_sizes(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, i
     return dict(conn.execute(f"SELECT id, size FROM blobs WHERE id IN ({marks})", ids).fetchall())
 
 
-def blob_content(conn: sqlite3.Connection, blob_id: str) -> bytes | None:
+def blob_content(conn: Conn, blob_id: str) -> bytes | None:
     row = conn.execute("SELECT content FROM blobs WHERE id = ?", (blob_id,)).fetchone()
     return row[0] if row else None

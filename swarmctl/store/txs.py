@@ -11,8 +11,9 @@ Reads take any connection; writes must run inside Store.write().
 
 from __future__ import annotations
 
-import sqlite3
 from typing import NamedTuple
+
+from swarmctl.store.sql import Conn
 
 # A transaction's states; the open ones are at most one per actor. schema.py repeats them as
 # literals in the txs table's CHECK and its partial index txs_open: DDL is the stored format,
@@ -64,14 +65,14 @@ _TX_COLUMNS = "tx, actor, state, base_op, revision, max_revisions, begun_at, end
 # --- reads ---------------------------------------------------------------------------------
 
 
-def open_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
+def open_tx(conn: Conn, actor: str) -> Tx | None:
     row = conn.execute(
         f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? AND {_OPEN}", (actor,)
     ).fetchone()
     return Tx(*row) if row else None
 
 
-def last_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
+def last_tx(conn: Conn, actor: str) -> Tx | None:
     """The actor's newest transaction, open or ended."""
     row = conn.execute(
         f"SELECT {_TX_COLUMNS} FROM txs WHERE actor = ? ORDER BY tx DESC LIMIT 1", (actor,)
@@ -79,12 +80,12 @@ def last_tx(conn: sqlite3.Connection, actor: str) -> Tx | None:
     return Tx(*row) if row else None
 
 
-def revisions(conn: sqlite3.Connection, tx: int) -> list[Revision]:
+def revisions(conn: Conn, tx: int) -> list[Revision]:
     rows = conn.execute("SELECT revision, name, new, at FROM tx_revisions WHERE tx = ? ORDER BY revision", (tx,))
     return [Revision(*r) for r in rows]
 
 
-def baselines(conn: sqlite3.Connection, tx: int) -> dict[str, Baseline]:
+def baselines(conn: Conn, tx: int) -> dict[str, Baseline]:
     """By ref name, in the order the refs were first staged."""
     rows = conn.execute("SELECT name, old, op FROM tx_baselines WHERE tx = ? ORDER BY seq", (tx,))
     return {r[0]: Baseline(*r) for r in rows}
@@ -100,7 +101,7 @@ def staged_targets(revs: list[Revision], upto: int) -> dict[str, str | None]:
     return staged
 
 
-def net_moves(conn: sqlite3.Connection, tx: Tx) -> list[StagedMove]:
+def net_moves(conn: Conn, tx: Tx) -> list[StagedMove]:
     """The moves a commit would make now: one per ref whose staged target differs from its
     baseline, in the order the refs were first staged."""
     staged = staged_targets(revisions(conn, tx.tx), tx.revision)
@@ -111,7 +112,7 @@ def net_moves(conn: sqlite3.Connection, tx: Tx) -> list[StagedMove]:
     ]
 
 
-def max_revisions(conn: sqlite3.Connection) -> int:
+def max_revisions(conn: Conn) -> int:
     """The store's bound on staged revisions, for transactions begun from now on."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (_SETTING,)).fetchone()
     return int(row[0]) if row else DEFAULT_MAX_REVISIONS
@@ -120,22 +121,22 @@ def max_revisions(conn: sqlite3.Connection) -> int:
 # --- writes (inside Store.write) -------------------------------------------------------------
 
 
-def set_max_revisions(conn: sqlite3.Connection, value: int) -> None:
+def set_max_revisions(conn: Conn, value: int) -> None:
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (_SETTING, str(value)),
     )
 
 
-def begin(conn: sqlite3.Connection, actor: str, base_op: int, max_revisions: int, at: str) -> int:
-    cur = conn.execute(
-        "INSERT INTO txs(actor, state, base_op, revision, max_revisions, begun_at) VALUES (?, 'Active', ?, 0, ?, ?)",
+def begin(conn: Conn, actor: str, base_op: int, max_revisions: int, at: str) -> int:
+    return conn.execute(
+        "INSERT INTO txs(actor, state, base_op, revision, max_revisions, begun_at) "
+        "VALUES (?, 'Active', ?, 0, ?, ?) RETURNING tx",
         (actor, base_op, max_revisions, at),
-    )
-    return cur.lastrowid
+    ).fetchone()[0]
 
 
-def stage(conn: sqlite3.Connection, tx: Tx, name: str, new: str | None, at: str, current: str | None, newest_op: int) -> int:
+def stage(conn: Conn, tx: Tx, name: str, new: str | None, at: str, current: str | None, newest_op: int) -> int:
     """Stage one revision after the current one, dropping any above it (the redo branch).
     `current` is what the ref names in the store now: its baseline, if this is its first stage.
     Returns how many revisions were dropped."""
@@ -154,15 +155,15 @@ def stage(conn: sqlite3.Connection, tx: Tx, name: str, new: str | None, at: str,
     return dropped
 
 
-def set_revision(conn: sqlite3.Connection, tx: int, revision: int) -> None:
+def set_revision(conn: Conn, tx: int, revision: int) -> None:
     conn.execute("UPDATE txs SET revision = ? WHERE tx = ?", (revision, tx))
 
 
-def mark_conflicted(conn: sqlite3.Connection, tx: int) -> None:
+def mark_conflicted(conn: Conn, tx: int) -> None:
     conn.execute("UPDATE txs SET state = 'Conflicted' WHERE tx = ?", (tx,))
 
 
-def end(conn: sqlite3.Connection, tx: int, state: str, at: str, op: int | None = None) -> None:
+def end(conn: Conn, tx: int, state: str, at: str, op: int | None = None) -> None:
     """End a transaction (Committed or RolledBack): its staged revisions and baselines go."""
     conn.execute("DELETE FROM tx_revisions WHERE tx = ?", (tx,))
     conn.execute("DELETE FROM tx_baselines WHERE tx = ?", (tx,))

@@ -13,8 +13,9 @@ Store.write(), and pass its time as `at`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, Iterable, NamedTuple
+
+from swarmctl.store.sql import Conn
 
 
 class WorkflowRow(NamedTuple):
@@ -76,11 +77,11 @@ _STEP_COLUMNS = ", ".join(StepRow._fields)
 # --- reads ---------------------------------------------------------------------------------
 
 
-def exists(conn: sqlite3.Connection, workflow_id: str) -> bool:
+def exists(conn: Conn, workflow_id: str) -> bool:
     return conn.execute("SELECT 1 FROM workflows WHERE id = ?", (workflow_id,)).fetchone() is not None
 
 
-def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
+def ids_with_prefix(conn: Conn, prefix: str, limit: int) -> list[str]:
     """Workflow ids that start with `prefix`, in id order."""
     rows = conn.execute(
         "SELECT id FROM workflows WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
@@ -88,28 +89,28 @@ def ids_with_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[s
     return [r[0] for r in rows]
 
 
-def workflow(conn: sqlite3.Connection, workflow_id: str) -> WorkflowRow | None:
+def workflow(conn: Conn, workflow_id: str) -> WorkflowRow | None:
     row = conn.execute(f"SELECT {_WF_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return WorkflowRow(*row) if row else None
 
 
-def steps(conn: sqlite3.Connection, workflow_id: str) -> list[StepRow]:
+def steps(conn: Conn, workflow_id: str) -> list[StepRow]:
     rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,))
     return [StepRow(*r) for r in rows]
 
 
-def rev(conn: sqlite3.Connection, workflow_id: str) -> int | None:
+def rev(conn: Conn, workflow_id: str) -> int | None:
     row = conn.execute("SELECT rev FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return row[0] if row else None
 
 
-def owner(conn: sqlite3.Connection, workflow_id: str) -> tuple[int | None, str | None] | None:
+def owner(conn: Conn, workflow_id: str) -> tuple[int | None, str | None] | None:
     """(pid, start time) of the process that holds the workflow; None if there is no such workflow."""
     row = conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return (row[0], row[1]) if row else None
 
 
-def listed(conn: sqlite3.Connection, state: str | None, limit: int) -> list[Listed]:
+def listed(conn: Conn, state: str | None, limit: int) -> list[Listed]:
     """Newest first, at most `limit`, with each one's step counts; `state` filters on the saved state."""
     where, params = ("WHERE w.state = ?", [state]) if state else ("", [])
     rows = conn.execute(
@@ -122,7 +123,7 @@ def listed(conn: sqlite3.Connection, state: str | None, limit: int) -> list[List
     return [Listed(*r) for r in rows]
 
 
-def list_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[str, str, str]]:
+def list_ids(conn: Conn, prefix: str, limit: int) -> list[tuple[str, str, str]]:
     """(id, name, saved state) of the newest workflows whose id starts with `prefix`: for completion."""
     return conn.execute(
         "SELECT id, name, state FROM workflows WHERE id >= ? AND id < ? ORDER BY created_at DESC LIMIT ?",
@@ -130,7 +131,7 @@ def list_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[tuple[st
     ).fetchall()
 
 
-def step_names(conn: sqlite3.Connection, workflow_id: str) -> list[tuple[str, str, str]]:
+def step_names(conn: Conn, workflow_id: str) -> list[tuple[str, str, str]]:
     """(name, kind, saved status) of each step, in order: for completion."""
     return conn.execute(
         "SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,)
@@ -141,7 +142,7 @@ def step_names(conn: sqlite3.Connection, workflow_id: str) -> list[tuple[str, st
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     workflow_id: str,
     *,
     name: str,
@@ -166,7 +167,7 @@ def insert(
     )
 
 
-def set_workflow(conn: sqlite3.Connection, workflow_id: str, at: str, **columns: Any) -> None:
+def set_workflow(conn: Conn, workflow_id: str, at: str, **columns: Any) -> None:
     """Change columns of a workflow; its `updated_at` and `rev` move with every change."""
     _check(columns, WorkflowRow._fields)
     sets = "".join(f"{c} = ?, " for c in columns)
@@ -175,7 +176,7 @@ def set_workflow(conn: sqlite3.Connection, workflow_id: str, at: str, **columns:
     )
 
 
-def set_step(conn: sqlite3.Connection, workflow_id: str, idx: int, at: str, **columns: Any) -> None:
+def set_step(conn: Conn, workflow_id: str, idx: int, at: str, **columns: Any) -> None:
     """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too."""
     _check(columns, StepRow._fields)
     values = [_json(v) if isinstance(v, dict) else v for v in columns.values()]

@@ -1,13 +1,12 @@
 """Changesets: immutable, content-addressed, never removed."""
 
 import json
-import sqlite3
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
-from swarmctl.store import Move, queries
+from swarmctl.store import Conn, Move, queries
 from swarmctl.store import changesets as ids
 from swarmctl.tools.common import RefMove, resolve_changeset
 
@@ -119,7 +118,7 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     for path, content in files.items():
         if len(content) > FILE_MAX:
             raise SwarmError("E_INVALID_ARG", f"{path} is larger than {FILE_MAX} bytes", details={"path": path})
-    ref = names.check_ref_name(req.ref) if req.ref is not None else None
+    ref = names.check_new_ref_name(req.ref) if req.ref is not None else None
     store = ctx.store()
     with store.write(actor) as w:
         # A parent named twice (by id and by a ref, say) is one parent.
@@ -159,7 +158,7 @@ def _first_line(message: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _record(conn: sqlite3.Connection, cid: str) -> ChangesetRecord:
+def _record(conn: Conn, cid: str) -> ChangesetRecord:
     row = queries.changeset_row(conn, cid)
     sizes = queries.blob_sizes(conn, row["files"].values())
     files = [FileEntry(path, blob, sizes.get(blob, 0)) for path, blob in row["files"].items()]

@@ -2,7 +2,7 @@
 
 from swarmctl.context import Context
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
-from swarmctl.store import Store
+from swarmctl.store import Store, locate
 from swarmctl.store.schema import FORMAT_VERSION
 from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
 from swarmctl.tools.op import OpLogReq, OpRecord, op_log
@@ -46,8 +46,8 @@ def init(ctx: Context, req: InitReq) -> InitResult:
     """Create a store in PATH: a directory holding one SQLite database (WAL mode,
     synchronous=FULL). Its first op (op 1, kind `init`) records who made it."""
     actor = ctx.require_actor()
-    store = ctx.adopt(Store.create(ctx.cwd / req.path, actor))
-    return InitResult(repo=str(store.path), op=1, format=FORMAT_VERSION)
+    store = ctx.adopt(Store.create(locate(req.path, ctx.cwd), actor))
+    return InitResult(repo=store.repo, op=1, format=FORMAT_VERSION)
 
 
 DEMO_HUMAN = "human/alice"
@@ -57,9 +57,9 @@ DEMO_AGENT = "agent/worker-17"
 def demo(ctx: Context, req: DemoReq) -> DemoResult:
     """Create a store in PATH with a short history by two actors (a person and an agent) and
     show its op log. Op 6 is the agent moving release/v1: try `op undo 6` on it."""
-    store = ctx.adopt(Store.create(ctx.cwd / req.path, DEMO_HUMAN))
-    human = Context(repo=str(store.path), actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store)
-    agent = Context(repo=str(store.path), actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store)
+    store = ctx.adopt(Store.create(locate(req.path, ctx.cwd), DEMO_HUMAN))
+    human = Context(repo=store.repo, actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store)
+    agent = Context(repo=store.repo, actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store)
     base = changeset_create(
         human,
         ChangesetCreateReq(message="Initial import", files={"README.md": "# demo\n"}, metadata={"ticket": "OPS-1"}, ref="main"),
@@ -75,7 +75,7 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
     ).changeset.id
     ref_set(agent, RefSetReq(name="release/v1", target=fix, expect=base))
     log = op_log(ctx, OpLogReq(limit=20))
-    where = str(store.path)
+    where = store.repo
     return DemoResult(
         repo=where,
         ops=log.ops,

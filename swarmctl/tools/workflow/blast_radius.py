@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
 from swarmctl.spec import plain
+from swarmctl.store import Conn
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
 from swarmctl.tools.workflow.models import (
@@ -73,7 +73,7 @@ class Radius(NamedTuple):
 
 
 def compute(
-    conn: sqlite3.Connection,
+    conn: Conn,
     wf: Workflow,
     *,
     actor: str,
@@ -126,7 +126,7 @@ def _unknown(step: Step, during: str | None) -> UnknownEffect:
 
 
 def _place(
-    conn: sqlite3.Connection, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None]
+    conn: Conn, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None]
 ) -> tuple[str, Any]:
     status = step.observed
     if step.problems or status not in STEP_STATUSES or step.kind not in definition.KINDS:
@@ -173,7 +173,7 @@ def _path_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-def _predict(conn: sqlite3.Connection, op: int, actor: str, at: str) -> Predicted:
+def _predict(conn: Conn, op: int, actor: str, at: str) -> Predicted:
     try:
         planned = plan_undo(conn, op, actor, at)
     except SwarmError as exc:

@@ -24,7 +24,6 @@ terminal. It must not raise.
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -202,7 +201,7 @@ class Executor:
                 records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
                                  pid_start=None, command_pid=None, command_start=None, finished_at=w.at)
                 records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
-        except (SwarmError, sqlite3.Error):
+        except SwarmError:
             # Another process holds the workflow now (its record is not ours to write), or the
             # store stayed locked: either way the step reads `interrupted` once this process and
             # the command's group are gone, which they are about to be.

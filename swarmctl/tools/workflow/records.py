@@ -19,13 +19,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from swarmctl import pids
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Writer
+from swarmctl.store import Conn, Writer
 from swarmctl.store import workflows as rows
 from swarmctl.tools.workflow.models import StepStatus, WorkflowState
 
@@ -112,7 +111,7 @@ class Workflow:
         return d
 
 
-def resolve_id(conn: sqlite3.Connection, given: str) -> str:
+def resolve_id(conn: Conn, given: str) -> str:
     """The workflow id `given` names: the id itself or a unique prefix of it (wf- and 4+ characters)."""
     text = given.strip()
     if rows.exists(conn, text):
@@ -135,7 +134,7 @@ def resolve_id(conn: sqlite3.Connection, given: str) -> str:
     )
 
 
-def load(conn: sqlite3.Connection, workflow_id: str) -> Workflow:
+def load(conn: Conn, workflow_id: str) -> Workflow:
     row = rows.workflow(conn, workflow_id)
     if row is None:
         raise SwarmError("E_NOT_FOUND", f"no workflow {workflow_id}", details={"workflow": workflow_id})
@@ -260,7 +259,7 @@ def settle(w: Writer, wf: Workflow) -> None:
         wf.owner_pid = None
 
 
-def summaries(conn: sqlite3.Connection, state: str | None, limit: int) -> list[dict[str, Any]]:
+def summaries(conn: Conn, state: str | None, limit: int) -> list[dict[str, Any]]:
     """The newest workflows (at most `limit`), each with its state as observed (see `observe`)."""
     found = []
     for r in rows.listed(conn, state, limit):

@@ -1,0 +1,86 @@
+"""The connection the store's queries run on, for either kind of store.
+
+Every query in store/ is written once, in the SQL both SQLite and PostgreSQL accept, with `?`
+placeholders (or `:name` with a dict): `conn.execute(sql, params)`, then `fetchone()`,
+`fetchall()`, iteration or `rowcount` on what it returns. On SQLite `conn` is the driver's own
+connection, untouched (nothing stands between a local read and SQLite); on PostgreSQL it is a
+`PgConn`, which rewrites the placeholders into psycopg's. Where the dialects truly differ, a
+query asks `dialect(conn)` and the difference sits beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Iterator, Protocol, Sequence
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """What store/ queries need of a connection: the DB-API subset both drivers share."""
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ...) -> Cursor: ...
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Any: ...
+
+
+SQLITE = "sqlite"
+POSTGRES = "postgres"
+
+
+def dialect(conn: Conn) -> str:
+    """Which SQL the connection speaks: SQLITE or POSTGRES."""
+    return getattr(conn, "dialect", SQLITE)
+
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_cache: dict[tuple[str, bool], str] = {}
+
+
+def to_pyformat(sql: str, named: bool) -> str:
+    """`?` and `:name` placeholders as psycopg's `%s` and `%(name)s` (a literal `%` doubled).
+
+    Our SQL never has a `?` or a `:word` inside a string literal: placeholders are the only ones.
+    """
+    key = (sql, named)
+    found = _cache.get(key)
+    if found is None:
+        text = sql.replace("%", "%%")
+        text = _NAMED.sub(r"%(\1)s", text) if named else text.replace("?", "%s")
+        found = _cache[key] = text
+    return found
+
+
+class PgConn:
+    """A psycopg connection that takes the store's portable SQL (see the module's docstring)."""
+
+    dialect = POSTGRES
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        if not params:  # no placeholders: psycopg takes the text as it is
+            return self.raw.execute(sql)
+        named = isinstance(params, dict)
+        return self.raw.execute(to_pyformat(sql, named), params)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Any:
+        cur = self.raw.cursor()
+        cur.executemany(to_pyformat(sql, False), list(seq))
+        return cur
+
+    def native(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """PostgreSQL's own SQL, as written (psycopg placeholders)."""
+        return self.raw.execute(sql, params)
+
+    def close(self) -> None:
+        self.raw.close()

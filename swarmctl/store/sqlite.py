@@ -1,0 +1,183 @@
+"""The local store: a directory holding one SQLite database (WAL mode, synchronous=FULL).
+Every change is one BEGIN IMMEDIATE transaction; ops are numbered by SQLite's rowid."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+from swarmctl import names
+from swarmctl.envelope import SwarmError
+from swarmctl.store.db import Store, Writer
+from swarmctl.store.errors import corrupt, forbidden, not_a_repo, open_failure, translate
+from swarmctl.store.files import (
+    can_write,
+    can_write_store,
+    connect,
+    is_store,
+    keep_wal_on_close,
+    on_readonly_filesystem,
+    unwritable_why,
+    wal_is_empty,
+)
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
+
+_CREATE_HINT = "Nothing was written. Choose a directory this user may write."
+
+def _already_a_store(path: Path, why: str = "") -> SwarmError:
+    return SwarmError(
+        "E_STATE",
+        f"there is already a store at {path}{why}",
+        details={"path": str(path)},
+        hint="Use it with --repo, or choose another directory.",
+    )
+
+
+def _remove_abandoned_inits(path: Path) -> None:
+    """Remove what an `init` killed half-way left behind (its process is gone)."""
+    from swarmctl import pids
+
+    for leftover in path.glob(f"{DB_FILE}.init-*"):
+        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
+        if pid.isdigit() and not pids.alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+class SqliteStore(Store):
+    """A local store: its directory (absolute) and one SQLite connection.
+
+    `writable` is False where this process cannot write the store (a read-only filesystem, or
+    a directory or database it has no write permission for): reads work, `write()` refuses
+    with E_FORBIDDEN before touching anything.
+    """
+
+    kind = "sqlite"
+    driver_errors = (sqlite3.Error,)
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
+        super().__init__(str(path), conn, readonly, writable, path=path)
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, *, readonly: bool = False, keep_wal: bool = True) -> "SqliteStore":
+        """The store at `path`. A connection that may write closes without folding the WAL into
+        the database (`keep_wal`, see files.keep_wal_on_close): a committed change costs one disk
+        sync, and a command that fails or only reads leaves the files as it found them."""
+        path = Path(path).resolve()
+        db = path / DB_FILE
+        if not db.is_file():
+            raise not_a_repo(path)
+        writable = can_write_store(path, db)
+        # A WAL database is read through its -shm file, which SQLite must be able to create.
+        # On a read-only filesystem no one can write the store, so it may be read as an
+        # immutable file instead, unless a WAL with commits in it was left there.
+        immutable = not writable and on_readonly_filesystem(path) and wal_is_empty(db)
+        conn = None
+        try:
+            conn = connect(db, readonly=readonly or not writable, immutable=immutable)
+            if keep_wal and writable and not readonly:
+                keep_wal_on_close(conn, db)
+            store = cls(path, conn, readonly, writable)
+            store._check_format()
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise open_failure(exc, path, writable) from exc
+            raise
+        return store
+
+    def _check_format(self) -> None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        if row is None or not str(row[0]).isdigit():
+            raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
+        found = int(row[0])
+        if found > FORMAT_VERSION:
+            raise SwarmError(
+                "E_STORE_VERSION",
+                f"the store at {self.path} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
+                details={"repo": str(self.path), "format": found, "supported": FORMAT_VERSION},
+                hint="Upgrade swarmctl to use this store. Nothing was written.",
+            )
+
+    @classmethod
+    def create(cls, path: str | Path, actor: str) -> "SqliteStore":
+        """A new store whose op 1 is its `init`, by `actor`."""
+        path = Path(path).resolve()
+        if is_store(path):
+            raise _already_a_store(path)
+        if path.exists() and not path.is_dir():
+            raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
+            raise SwarmError(
+                "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
+            ) from exc
+        if not can_write(path):
+            raise forbidden(path, f"cannot make a store in {path}: it {unwritable_why(path)}", hint=_CREATE_HINT)
+        # Build the database under a name of this process's own, then link it into place: a
+        # process killed during init leaves no half-made store, and of two processes making a
+        # store in one directory at once exactly one succeeds (link fails if the name exists).
+        _remove_abandoned_inits(path)
+        tmp = path / f"{DB_FILE}.init-{os.getpid()}"
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
+                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                store = cls(path, conn, readonly=False)
+                with store.write(actor) as w:
+                    w.append_op("init", "initialize store")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, path / DB_FILE)
+            except FileExistsError:
+                raise _already_a_store(path, " (made by another process just now)") from None
+        finally:
+            for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                made.unlink(missing_ok=True)
+        # Its first users (init, demo) fold their WAL in on close: a new store is one file.
+        return cls.open(path, keep_wal=False)
+
+    # --- the transaction helper's steps (see Store.write) ---------------------------------
+
+    def translate(self, exc: BaseException) -> SwarmError:
+        return translate(exc, self.path)  # type: ignore[arg-type]
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise forbidden(self.path, f"the store at {self.path} {unwritable_why(self.path)}")
+
+    def _begin_read(self) -> None:
+        self.conn.execute("BEGIN")
+
+    def _end_read(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def _begin_write(self) -> str:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return _next_time(self.conn)
+
+    def _next_op(self) -> None:
+        return None  # the rowid: max + 1, inside BEGIN IMMEDIATE
+
+    def _commit(self, writer: Writer) -> None:
+        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+def _next_time(conn: sqlite3.Connection) -> str:
+    """Now, but never earlier than the newest op: op times are non-decreasing."""
+    current = names.now()
+    row = conn.execute("SELECT at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
+    return max(current, row[0]) if row else current
