@@ -31,7 +31,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
-from swarmctl import __version__, registry, schemas
+from swarmctl import registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError, dumps
@@ -95,7 +95,7 @@ def build_server(repo: str | None, actor: str | None) -> Server:
 
     return Server(
         "swarmctl",
-        version=__version__,
+        version=version(),
         title="swarmctl",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,

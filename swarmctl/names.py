@@ -45,6 +45,38 @@ def ref_name_problem(name: str) -> str | None:
     return None
 
 
+def shadows_changeset_id(name: str) -> bool:
+    """Whether `name` reads as a changeset id or id prefix: 4 to 64 lowercase hex characters."""
+    return MIN_PREFIX_LEN <= len(name) <= ID_HEX_LEN and is_hex(name)
+
+
+def new_ref_name_problem(name: str) -> str | None:
+    """Why `name` may not be given to a ref now (set, created, staged), or None. Stricter than
+    `ref_name_problem`, which every read keeps using: a store may hold a ref named before
+    this rule, and reading or deleting it must keep working."""
+    if problem := ref_name_problem(name):
+        return problem
+    if shadows_changeset_id(name):
+        return (
+            f"it is {len(name)} lowercase hex characters, so it reads as a changeset id prefix: "
+            "a ref of that name would shadow the changesets whose ids begin with it"
+        )
+    return None
+
+
+def check_new_ref_name(name: str) -> str:
+    """As `check_ref_name`, for a name a ref is to be given (see `new_ref_name_problem`)."""
+    check_ref_name(name)
+    if problem := new_ref_name_problem(name):
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"invalid ref name {name!r}: {problem}",
+            details={"name": name, "problem": problem},
+            hint="Ref names may not be 4-64 lowercase hex characters; add a word, e.g. 'v-" + name[:8] + "' or 'release/" + name[:8] + "'.",
+        )
+    return name
+
+
 def check_ref_name(name: str) -> str:
     if problem := ref_name_problem(name):
         raise SwarmError(

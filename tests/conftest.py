@@ -25,6 +25,26 @@ from golden import GoldenText, Normalizer
 SUBPROCESS = os.environ.get("SWARMCTL_TEST_SUBPROCESS") == "1"
 
 
+def pin_the_environment() -> None:
+    """The same terminal for every test, however pytest runs (plain, or in xdist's workers).
+
+    Tables are as wide as the terminal: pytest's own capture leaves none, so they take the
+    fallback width (120), but an xdist worker runs with COLUMNS=80 and LINES=24 set, and with
+    the checkout prepended to PYTHONPATH. A shell may export COLUMNS too. Pinned here, before
+    any test runs, for in-process commands and the processes tests start alike.
+    """
+    os.environ["COLUMNS"], os.environ["LINES"] = "120", "24"
+    checkout = os.getcwd() + os.pathsep
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PYTHONPATH", "").startswith(checkout):
+        os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"].removeprefix(checkout)
+        if not os.environ["PYTHONPATH"]:
+            del os.environ["PYTHONPATH"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    pin_the_environment()
+
+
 def swarmctl_argv() -> list[str]:
     """The installed command, from the same environment as the running interpreter."""
     script = Path(sys.executable).parent / "swarmctl"
@@ -98,6 +118,7 @@ class Swarm:
             cwd=cwd or self.cwd,
             env={**self.env, **(env or {})},
             input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,  # never the terminal's or xdist's
             capture_output=True,
             text=True,
             timeout=120,

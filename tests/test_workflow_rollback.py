@@ -169,9 +169,9 @@ def test_the_preview_hint_and_next_confirm_with_the_flags_given(sw, kit):
     preview = kit("workflow", "rollback", wf, "--include-completed").result
     command = _hint_command(preview["hint"])
     assert command == preview["next"]["argv"] == [
-        "swarmctl", "workflow", "rollback", wf, "--confirm", "--expect-preview", preview["preview_id"], "--include-completed",
+        "swarmctl", "--repo", kit.repo, "--as", ALICE, "workflow", "rollback", wf, "--confirm", "--expect-preview", preview["preview_id"], "--include-completed",
     ]
-    done = kit(*command[1:])
+    done = kit.sw(*command[1:], cwd=kit.dir)  # it names the store and the actor
     assert done.result["state"] == "rolled_back" and done.result["next"] is None
     assert kit.marks() == ["deploy", "notify", "unnotify", "undeploy"]
 
@@ -194,7 +194,7 @@ def test_the_preview_hint_and_next_confirm_with_the_flags_given(sw, kit):
 def test_a_refusal_and_a_blocked_preview_point_back_to_the_preview_with_the_flags_given(kit):
     _, wf = kit.run('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy"]\n')
     stale = refused(kit, wf, "--include-completed", "--expect-preview", "pv-0000000000000000")
-    assert stale.error["next"]["argv"] == ["swarmctl", "workflow", "rollback", wf, "--include-completed"]
+    assert stale.error["next"]["argv"] == ["swarmctl", "--repo", kit.repo, "--as", ALICE, "workflow", "rollback", wf, "--include-completed"]
     blocked = kit("workflow", "rollback", wf).result  # completed, not included
     assert blocked["next"] is None and blocked["hint"].startswith("Confirming would be refused")
 

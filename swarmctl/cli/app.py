@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
 
-from swarmctl import __version__, registry
+from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
@@ -73,7 +73,7 @@ def tools_for(args: list[str]) -> list[Tool] | None:
         if word.startswith("-"):
             continue
         if word in DOORS:
-            return []  # `mcp` and `call` find their tools themselves
+            return []  # `mcp`, `call` and `completion` find their tools themselves
         if word not in registry.AREAS:
             return None
         following = next(words, None)
@@ -126,7 +126,7 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"swarmctl {__version__}")
+        typer.echo(f"swarmctl {version()}")
         raise typer.Exit()
 
 

@@ -1,14 +1,17 @@
-"""The two commands that are doors rather than tools: `swarmctl mcp` and `swarmctl call`.
+"""The commands that are not tools: the doors `swarmctl mcp` and `swarmctl call`, and
+`swarmctl completion SHELL`.
 
-Each opens every tool of the registry to JSON callers; neither is in the registry itself.
-They take the global --repo/--as like every command. Their imports (the MCP SDK, pydantic,
-every tool area) happen when they run, so they cost other commands nothing.
+`mcp` and `call` open every tool of the registry to JSON callers; neither is in the registry
+itself. They take the global --repo/--as like every command. Their imports (the MCP SDK,
+pydantic, every tool area) happen when they run, so they cost other commands nothing.
+`completion` prints a shell's completion script, as gh, kubectl and jj do: pipx and uv link no
+completions, and zsh and fish never look inside a virtual environment.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -94,6 +97,26 @@ def call(
     raise typer.Exit(exit_status(envelope))
 
 
+COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) on stdout.
+
+The script is the one the wheel installs under share/ (and completions/ holds in a checkout):
+on TAB it asks swarmctl what to offer, so `swarmctl op undo <TAB>` offers the store's recent
+ops with their descriptions, and ref, workflow and tool names where those are asked for.
+Load it in the shell's start-up file: bash `eval "$(swarmctl completion bash)"` in ~/.bashrc;
+zsh `eval "$(swarmctl completion zsh)"` in ~/.zshrc after compinit; fish
+`swarmctl completion fish > ~/.config/fish/completions/swarmctl.fish` once.
+"""
+
+
+def completion(
+    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
+) -> None:
+    from swarmctl.gen import completions
+
+    sys.stdout.write(completions.script(shell))
+    raise typer.Exit(0)
+
+
 def _fail(error: Any, globals_: Any) -> None:
     from swarmctl.cli.output import emit
     from swarmctl.envelope import Meta, exit_status, failure
@@ -108,6 +131,7 @@ def _fail(error: Any, globals_: Any) -> None:
 def add_to(app: typer.Typer) -> None:
     app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.")(mcp)
     app.command(name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.")(call)
+    app.command(name="completion", help=COMPLETION_HELP, short_help="Print the shell completion script for bash, zsh or fish.")(completion)
 
 
-DOORS = ("mcp", "call")
+DOORS = ("mcp", "call", "completion")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from swarmctl import __version__
+from swarmctl import version
 from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, SHORT_ID_LEN
 
 # Changeset ids: full, short (as names.short_id prints them), and any shorter prefix a user types.
@@ -86,5 +86,5 @@ class Normalizer:
         self.full_ids.update(_FULL_ID.findall(text))
         text = _HEX_WORD.sub(self._prefix, text)
         text = _HEX_ID.sub(self._id, text)
-        text = text.replace(__version__, "[version]")
+        text = text.replace(version(), "[version]")
         return text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts
 from swarmctl.store.sql import Conn
 
@@ -35,6 +36,7 @@ def check_store(conn: Conn, *, integrity: bool = False) -> list[Problem]:
     problems += _reverts_earlier(conn)
     problems += _replay(conn)
     problems += _foreign_keys(conn)
+    problems += _refs_shadowing_ids(conn)
     return problems
 
 
@@ -101,6 +103,16 @@ def _replay(conn: Conn) -> list[Problem]:
                 Problem("refs_match_log", f"ref {name} says op {op} moved it last; the op log says {last_moved.get(name)}", op, name)
             )
     return problems
+
+
+def _refs_shadowing_ids(conn: Conn) -> list[Problem]:
+    """Refs named like a changeset id (made before such names were refused): a TARGET of that
+    text now means the changeset, so the ref is reachable only by `ref show`/`ref delete`."""
+    return [
+        Problem("ref_shadows_id", f"ref {name} is named like a changeset id prefix; rename it (set a new ref, delete this one)", ref=name)
+        for (name,) in conn.execute("SELECT name FROM refs ORDER BY name")
+        if shadows_changeset_id(name)
+    ]
 
 
 def _foreign_keys(conn: Conn) -> list[Problem]:

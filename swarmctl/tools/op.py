@@ -169,7 +169,10 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     A ref moved since stops it (E_CAS_MISMATCH, nothing written): `error.details.conflicts`
     lists each ref with what was expected, what is there and the later ops that moved it, and
     `error.next` names the later op to undo first. Run again, an undo is a replay
-    (`already_applied`, the op of the undo that did it, nothing written). An op that moved no
+    (`already_applied`, the op of the undo that did it, nothing written) when every ref still
+    names what that undo left it naming; a ref moved after the undo is E_CAS_MISMATCH, with
+    `details.undone_by` and the ops that moved it, never a report of a restore that is not
+    there. An op that moved no
     ref gives E_NOTHING_TO_UNDO. Undoing an undo redoes the original moves. `@` names the newest
     op by the calling actor, so one agent's undo never takes back another's work by accident.
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
@@ -214,10 +217,12 @@ def _undo(
         done = queries.op_records(conn, [prior])[0]
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m["name"] for m in record["ref_moves"]}
+        undone_moves = [m for m in done["ref_moves"] if m["name"] in moved]
+        _check_still_undone(conn, target, prior, undone_moves)
         return UndoResult(
             undone=target,
             op=prior,
-            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in done["ref_moves"] if m["name"] in moved],
+            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in undone_moves],
             already_applied=True,
         )
     if not record["ref_moves"]:
@@ -252,6 +257,26 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
         f"cannot undo op {target}: {names_moved} moved since; nothing was written",
         details={"op": target},
         hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
+        if later is not None
+        else "Re-read the refs; nothing was written.",
+        next=UNDO.call(op=later) if later is not None else None,
+    )
+
+
+def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[dict]) -> None:
+    """A replay reports the undo in effect only if every ref still names what that undo left it
+    naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
+    expected = [Move(m["name"], old=m["new"], new=m["new"]) for m in moved]
+    found = conflicts.find(conn, expected, since=prior)
+    if not found:
+        return
+    later = max((op for c in found for op in c.moved_by), default=None)
+    names_moved = conflicts.listed(found)
+    raise conflicts.cas_mismatch(
+        found,
+        f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
+        details={"op": target, "undone_by": prior},
+        hint=f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it."
         if later is not None
         else "Re-read the refs; nothing was written.",
         next=UNDO.call(op=later) if later is not None else None,
