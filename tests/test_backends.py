@@ -148,3 +148,24 @@ def test_the_server_stopped_mid_run_is_e_unavailable(tmp_path_factory, monkeypat
         assert (ran.exit, ran.envelope["error"]["code"]) == (11, "E_UNAVAILABLE")
     finally:
         remove_cluster(cluster)
+
+
+@POSTGRES
+def test_the_store_password_reaches_a_step_command_only_where_its_env_names_it(sw, pg_cluster):
+    secret = "pw-Not-For-Steps-91c2"
+    with_password = sw.url.replace(f"{pg_cluster.role}@", f"{pg_cluster.role}:{secret}@")
+    env = {"SWARMCTL_REPO": with_password, "PGPASSWORD": secret, "SWARMCTL_AS": ALICE}
+    sw.ok("init", with_password, env=env)
+    (sw.tmp / "flow.toml").write_text(
+        'name = "envs"\n'
+        '[[step]]\nname = "plain"\nrun = ["sh", "-c", "env > plain.env"]\n'
+        '[[step]]\nname = "asks"\nrun = ["sh", "-c", "env > asks.env"]\n'
+        'env = { PGPASSWORD = "${env:PGPASSWORD}" }\n'
+    )
+    ran = sw("workflow", "run", "flow.toml", env=env)
+    assert ran.exit == 0, ran.stdout
+    plain = (sw.tmp / "plain.env").read_text()
+    assert secret not in plain
+    assert f"SWARMCTL_REPO={sw.url}\n" in plain  # the store, without its password
+    assert f"PGPASSWORD={secret}\n" in (sw.tmp / "asks.env").read_text()
+    assert secret not in ran.stdout + ran.stderr

@@ -16,6 +16,7 @@ whose driver, psycopg, is imported only then). Both give a `Store`:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
@@ -34,6 +35,22 @@ def is_url(where: str | Path) -> bool:
 def locate(given: str, cwd: Path) -> str | Path:
     """What `--repo` or `init PATH` names: a server's URL as given, or a path from `cwd`."""
     return given if is_url(given) else (cwd / given).resolve()
+
+
+# libpq's variables that carry a password (PGPASSFILE names a file: a path, not a secret).
+_PASSWORD_VARIABLES = ("PGPASSWORD", "PGSSLPASSWORD")
+
+
+def without_store_password(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a command swarmctl starts (a workflow step): the store's password neither
+    in SWARMCTL_REPO (its URL is given without it) nor in libpq's variables."""
+    env = {k: v for k, v in environ.items() if k not in _PASSWORD_VARIABLES}
+    repo = env.get("SWARMCTL_REPO")
+    if repo and is_url(repo):
+        from swarmctl.store.postgres.url import shown
+
+        env["SWARMCTL_REPO"] = shown(repo)
+    return env
 
 
 def backend_for(where: str | Path) -> type[Store]:
@@ -71,4 +88,5 @@ __all__ = [
     "locate",
     "not_a_repo",
     "translated",
+    "without_store_password",
 ]

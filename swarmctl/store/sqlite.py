@@ -7,6 +7,7 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -98,8 +99,8 @@ class SqliteStore(Store):
             )
 
     @classmethod
-    def create(cls, path: str | Path, actor: str) -> "SqliteStore":
-        """A new store whose op 1 is its `init`, by `actor`."""
+    def make(cls, path: str | Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
+        """A new store, filled by `fill` in its first write transaction (as `actor`)."""
         path = Path(path).resolve()
         if is_store(path):
             raise _already_a_store(path)
@@ -125,10 +126,10 @@ class SqliteStore(Store):
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
-                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
                 store = cls(path, conn, readonly=False)
                 with store.write(actor) as w:
-                    w.append_op("init", "initialize store")
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                    fill(w)
             finally:
                 conn.close()
             try:

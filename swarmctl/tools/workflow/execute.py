@@ -32,7 +32,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_text, scrub_values
 from swarmctl.spec import plain
-from swarmctl.store import Store, Writer
+from swarmctl.store import Store, Writer, without_store_password
 from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
@@ -173,7 +173,11 @@ class Executor:
         On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
         still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
-        env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
+        # The store's password goes to a command only where its step's `env` names it.
+        env = {
+            **without_store_password(self.environ),
+            **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()},
+        }
 
         def started(group: pids.ProcessId) -> None:
             with self.store.write(self.actor) as w:
