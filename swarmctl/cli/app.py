@@ -21,6 +21,7 @@ GROUP_HELP = {
     "op": "The op log: list, show and undo operations.",
     "ref": "Refs: set, delete, list and show.",
     "changeset": "Changesets: create and show.",
+    "store": "Stores as a whole: copy one into a new one, local or on a database server.",
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
 }
