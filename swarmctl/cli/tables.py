@@ -22,7 +22,8 @@ class _Options:
 def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> str:
     """The envelope for people. Every string from the envelope is escaped first, so text that
     looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
-    renderers put data into markup freely, and write literal brackets as `\\[`."""
+    renderers put data into markup freely, and write literal brackets as `\\[`. Control and
+    format characters are escaped too (swarmctl/cli/inert.py): a terminal acts on none of them."""
     import time
 
     from rich.console import Console
@@ -46,12 +47,14 @@ def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> 
 def _escaped(value: Any) -> Any:
     from rich.markup import escape
 
+    from swarmctl.cli.inert import inert
+
     if isinstance(value, str):
-        return escape(value)
+        return escape(inert(value))
     if isinstance(value, list):
         return [_escaped(v) for v in value]
     if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
     return value
 
 
@@ -315,7 +318,9 @@ def _workflows(console, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table()
-    for column in ("workflow", "name", "state", "steps done", "created by", "created", "updated"):
+    # The id is what a person copies into the next command: never folded; the rest give way.
+    table.add_column("workflow", no_wrap=True, min_width=max((len(wf["id"]) for wf in result["workflows"]), default=8))
+    for column in ("name", "state", "steps done", "created by", "created", "updated"):
         table.add_column(column, overflow="fold")
     for wf in result["workflows"]:
         table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], when(wf["created_at"]), when(wf["updated_at"]))
