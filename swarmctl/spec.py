@@ -132,6 +132,7 @@ class Tool(NamedTuple):
     mutates: bool  # needs an identity and a writable store
     needs_store: bool = True
     mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
+    records: str | None = None  # the result's list, one record a line with `-o jsonl` (e.g. "ops")
     since: str = "0.1.0"
 
     @property
