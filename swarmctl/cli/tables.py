@@ -10,6 +10,8 @@ def render(envelope: dict[str, Any], *, color: bool) -> str:
     """The envelope for people. Every string from the envelope is escaped first, so text that
     looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
     renderers put data into markup freely, and write literal brackets as `\\[`."""
+    if envelope["ok"] and envelope["op"] in ("op_log", "demo") and len(envelope["result"]["ops"]) > PLAIN_ROWS:
+        return _plain_ops(envelope["result"])
     from rich.console import Console
 
     out = io.StringIO()
@@ -66,6 +68,40 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
         mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
         table.add_row(str(op["op"]), op["at"], op["actor"], op["kind"], op["description"] + mark, _moves(op["ref_moves"]))
     console.print(table)
+
+
+# Above this many ops, a table is printed plain (fixed-width columns, one line an op) rather than
+# by Rich, which takes seconds and a hundred MiB for 10,000 rows (measured in bench/perf.py).
+PLAIN_ROWS = 300
+
+
+def _plain_ops(result: dict[str, Any]) -> str:
+    """The op log as fixed-width columns, one line an op: op, when, actor and kind padded to
+    their widest, the description to at most 60 characters, then the ref moves."""
+    rows = [("op", "when", "actor", "kind", "description", "ref moves")]
+    for op in result["ops"]:
+        mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
+        moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
+        rows.append((str(op["op"]), op["at"], op["actor"], op["kind"], op["description"] + mark, moves))
+    rows = [tuple(_plain_cell(cell) for cell in row) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    widths[4] = min(widths[4], 60)
+    lines = []
+    for row in rows:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
+        lines.append(line.rstrip())
+    lines.insert(1, "  ".join("-" * width for width in widths) + "  " + "-" * len(rows[0][5]))
+    if result.get("has_more"):
+        cursor = result.get("next_before")
+        lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
+    return "\n".join(lines) + "\n"
+
+
+def _plain_cell(text: str) -> str:
+    """A cell on one line: control characters shown escaped, never acted on by the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _op_log(console, result: dict[str, Any]) -> None:
