@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Store, discover, is_url, not_a_repo
+from swarmctl.store import Store, discover, is_url, not_a_repo, os_failure, resolve
 from swarmctl.store.schema import DB_FILE
 
 
@@ -83,6 +83,8 @@ class Context:
         # A door may set this to show progress to people (tools call it with a dict per event;
         # see tools/workflow/execute.py). None: report nothing.
         self.progress: Callable[[dict[str, Any]], None] | None = None
+        # A door may set this to show warnings to people (the CLI: on stderr). None: drop them.
+        self.on_warning: Callable[[str], None] | None = None
 
     @property
     def auth(self) -> str:
@@ -103,12 +105,15 @@ class Context:
 
     def target_path(self) -> Path:
         """Where the local store is or would be, without opening it."""
-        if self.repo is not None:
-            return (self.cwd / self.repo).resolve()
-        found = discover(self.cwd)
-        if found is None:
-            raise not_a_repo(self.cwd.resolve(), discovered=True)
-        return found
+        try:
+            if self.repo is not None:
+                return resolve(self.cwd / self.repo)
+            found = discover(self.cwd)
+            if found is None:
+                raise not_a_repo(resolve(self.cwd), discovered=True)
+            return found
+        except OSError as exc:
+            raise os_failure(exc, self.cwd / (self.repo or "")) or exc
 
     def store(self) -> Store:
         if self._store is None:
@@ -132,6 +137,11 @@ class Context:
                 hint="Say who you are with --as kind/name (e.g. --as agent/worker-17) or SWARMCTL_AS.",
             )
         return names.check_actor(self.actor)
+
+    def warn(self, message: str) -> None:
+        """Tell the person running the command something they should act on (not an error)."""
+        if self.on_warning is not None:
+            self.on_warning(message)
 
     def resolve(self, given: str, meaning: Any) -> None:
         if str(given) != str(meaning):

@@ -127,9 +127,8 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     """`call --lines`: each line of stdin a call, each envelope a line of stdout, as it ends."""
     from swarmctl import registry
     from swarmctl.calls import call_line
-    from swarmctl.cli import _interrupted
     from swarmctl.context import Context, OpenStores
-    from swarmctl.envelope import Meta, dumps, exit_status, failure
+    from swarmctl.envelope import Meta, dumps, exit_status, failure, interrupted
 
     tools, stores, status = registry.by_name(), OpenStores(), 0
     try:
@@ -140,7 +139,7 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
             try:
                 envelope = call_line(line, ctx, tools)
             except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
-                envelope = failure(None, _interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+                envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
                 _write_line(dumps(envelope))
                 return exit_status(envelope)
             if not _write_line(dumps(envelope)):

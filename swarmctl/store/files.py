@@ -33,13 +33,24 @@ def lock_timeout() -> float:
     return value
 
 
+def resolve(path: Path) -> Path:
+    """`path` made absolute with its symbolic links followed; a loop is an OSError (ELOOP), as
+    the system would say, not the RuntimeError Python 3.11 raises."""
+    try:
+        return path.resolve()
+    except RuntimeError as exc:
+        import errno
+
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+
+
 def is_store(path: Path) -> bool:
     return (path / DB_FILE).is_file()
 
 
 def discover(start: Path) -> Path | None:
     """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
-    start = start.resolve()
+    start = resolve(start)
     for candidate in (start, *start.parents):
         if is_store(candidate):
             return candidate

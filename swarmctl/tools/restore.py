@@ -189,7 +189,8 @@ OP_RESTORE = Tool(
     request=OpRestoreReq,
     result=RestoreResult,
     run=op_restore,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
+    # A second confirmation of the same preview is refused (the head moved): no further effect.
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
     mutates=True,
 )
 
