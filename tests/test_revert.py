@@ -62,7 +62,7 @@ def test_a_person_in_between_on_the_same_ref_stops_it(sw, golden):
     assert dry.envelope["error"] == refused.error  # the dry run predicts it
     [conflict] = refused.error["details"]["conflicts"]
     assert (conflict["name"], conflict["moved_by"]) == ("main", [7])  # alice's op only, not the agent's own
-    assert refused.error["next"]["argv"] == ["swarmctl", "op", "undo", "7"]
+    assert refused.error["next"]["argv"] == ["swarmctl", *as_(sw, AGENT), "op", "undo", "7"]
     assert sw.transcript(refused) == golden
 
 
