@@ -33,7 +33,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode("E_NOT_A_REPO", 5, "no store at the given or discovered path"),
         ErrorCode("E_IDENTITY_REQUIRED", 6, "a mutation without `--as` / `SWARMCTL_AS`"),
         ErrorCode(
-            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store this process may not write"
+            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store (directory or file, named in `details.file`) this process may not read or write"
         ),
         ErrorCode(
             "E_REFUSED",
@@ -45,7 +45,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
             7,
             "not allowed in the current state (no open transaction, a transaction already open, ...)",
         ),
-        ErrorCode("E_NOTHING_TO_UNDO", 7, "the operation moved no ref"),
+        ErrorCode(
+            "E_NOTHING_TO_UNDO", 7, "the operation moved no ref, or a revert or restore has nothing to take back"
+        ),
         ErrorCode("E_BUSY", 8, "the store stayed locked past the timeout; safe to retry"),
         ErrorCode("E_STORE_CORRUPT", 9, "the store fails its own checks; nothing was written"),
         ErrorCode(
@@ -59,6 +61,13 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "a workflow step failed (a command exited non-zero or timed out, a store step was refused): "
             "the workflow is `failed` and can be resumed with --retry or rolled back; or a step's undo failed "
             "in a rollback: the workflow is `rollback_failed`, `details.results` holds each step's outcome",
+        ),
+        ErrorCode(
+            "E_UNAVAILABLE",
+            11,
+            "the store's database server cannot be reached or dropped the connection; nothing was written "
+            "(or, when the connection dropped during COMMIT and the outcome could not be found, "
+            "`details.commit_unknown: true`); safe to retry",
         ),
         ErrorCode(
             "E_INTERRUPTED",

@@ -8,13 +8,14 @@ sees which undos ran, in which order and how many times.
 import json
 import shlex
 import signal
-import sqlite3
-from pathlib import Path
 
 import pytest
 
 from conftest import Ran
+from core_helpers import tamper
 from wfkit import ALICE, Kit, envelope
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 # promote and deploy/notify succeed and can be undone, migrate cannot, verify fails (it may
 # have done something), cleanup never runs.
@@ -186,7 +187,7 @@ def test_the_preview_hint_and_next_confirm_with_the_flags_given(sw, kit):
     # A step a killed run left in flight: its pid is gone, so its effect is unknown.
     (kit.dir / "marks.log").unlink()
     wf = failed_release(kit)
-    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
+    with tamper(kit.repo) as db:
         db.execute("UPDATE workflow_steps SET status = 'running', pid = ? WHERE workflow = ? AND name = 'notify'", (2**22 + 7, wf))
     preview = kit("workflow", "rollback", wf, "--acknowledge-unknown-effects", "notify").result
     call = preview["next"]
@@ -241,7 +242,7 @@ def test_refused_when_pending(sw, kit, golden):
     from swarmctl.tools.workflow import definition, records
 
     flow = kit.write(RELEASE)
-    store = Store.open(Path(kit.repo))
+    store = Store.open(kit.repo)
     with store.write(ALICE) as w:
         records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), pids.ProcessId(2**22 + 7, "1"))
     store.close()
@@ -252,7 +253,7 @@ def test_refused_when_pending(sw, kit, golden):
 
 def test_refused_on_a_step_status_it_does_not_recognise(sw, kit, golden):
     wf = failed_release(kit)
-    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:  # as a newer swarmctl might have left it
+    with tamper(kit.repo) as db:  # as a newer swarmctl might have left it
         db.execute("UPDATE workflow_steps SET status = 'paused' WHERE workflow = ? AND name = 'deploy'", (wf,))
     ran = refused(kit, wf)
     assert sw.transcript(ran) == golden
@@ -265,7 +266,7 @@ def test_refused_on_a_step_status_it_does_not_recognise(sw, kit, golden):
 
 def test_refused_on_a_record_it_cannot_read(sw, kit, golden):
     wf = failed_release(kit)
-    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
+    with tamper(kit.repo) as db:
         db.execute("UPDATE workflow_steps SET result = '{not json' WHERE workflow = ? AND name = 'notify'", (wf,))
     ran = refused(kit, wf, "--acknowledge-unknown-effects", "notify")
     assert sw.transcript(ran) == golden

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
 
-from swarmctl import __version__, registry
+from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
@@ -73,13 +73,12 @@ def tools_for(args: list[str]) -> list[Tool] | None:
         if word.startswith("-"):
             continue
         if word in DOORS:
-            return []  # `mcp` and `call` find their tools themselves
+            return []  # `mcp`, `call` and `completion` find their tools themselves
         if word not in registry.AREAS:
             return None
-        area = registry.area(word)
         following = next(words, None)
-        named = [t for t in area if t.cli == (word,) or t.cli == (word, following)]
-        return named or area
+        named = registry.by_command((word, following)) or registry.by_command((word,))
+        return [named] if named else registry.area(word)
     return None
 
 
@@ -127,7 +126,7 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"swarmctl {__version__}")
+        typer.echo(f"swarmctl {version()}")
         raise typer.Exit()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -24,9 +25,11 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         if on_stderr:
             color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
-            print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
+            from swarmctl.cli.inert import inert
+
+            print(f"swarmctl: cannot render this result as a table ({inert(str(exc))}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
         if on_stderr:
             sys.stderr.write(text)
@@ -67,7 +70,11 @@ class _Sink:
 
 
 def _write(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head -1`) ends quietly."""
+    """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
+    valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
+    JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
+    if not _is_utf8(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -75,3 +82,14 @@ def _write(text: str) -> None:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -95,6 +95,10 @@ EXAMPLES: dict[str, Example] = {
     "op_log": Example({"limit": 2}, ("op", "log", "-n", "2")),
     "op_show": Example({"op": 6}, ("op", "show", "6")),
     "undo": Example({"op": 6}, ("op", "undo", "6")),
+    # Everything agent/worker-17 did (ops 3, 5 and 6), taken back in one op.
+    "op_revert": Example({"actor": ACTOR}, ("op", "revert", "--actor", ACTOR)),
+    # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
+    "op_restore": Example({"op": 4}, ("op", "restore", "4")),
     "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),
     # Transactions: agent/worker-17 cuts release/v2 from main and retires release/v1, as one op.
     "tx_begin": Example({}, ("tx", "begin")),

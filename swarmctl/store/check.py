@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from swarmctl.names import shadows_changeset_id
-from swarmctl.store.sql import Conn
+from swarmctl.store import reverts
+from swarmctl.store.sql import SQLITE, Conn, dialect
 
 
 class Problem(NamedTuple):
@@ -27,13 +28,18 @@ class Problem(NamedTuple):
 
 def check_store(conn: Conn, *, integrity: bool = False) -> list[Problem]:
     """Every inconsistency found between the op log, the refs and the changesets (none: [])."""
+    # SQLite checks its file and foreign keys on request; PostgreSQL enforces foreign keys on
+    # every write and checks its own pages.
+    on_sqlite = dialect(conn) == SQLITE
     problems: list[Problem] = []
-    if integrity:
+    if integrity and on_sqlite:
         problems += _integrity(conn)
     problems += _ops_gapless(conn)
     problems += _ops_ordered(conn)
+    problems += _reverts_earlier(conn)
     problems += _replay(conn)
-    problems += _foreign_keys(conn)
+    if on_sqlite:
+        problems += _foreign_keys(conn)
     problems += _refs_shadowing_ids(conn)
     return problems
 
@@ -62,6 +68,15 @@ def _ops_ordered(conn: Conn) -> list[Problem]:
         if undoes is not None and not 1 <= undoes < op:
             problems.append(Problem("undoes_earlier_op", f"op {op} undoes op {undoes}, which is not earlier", op))
     return problems
+
+
+def _reverts_earlier(conn: Conn) -> list[Problem]:
+    """Each op a revert took back is earlier than it, and the op taking it back is a revert."""
+    return [
+        Problem("reverts_earlier_op", f"op {op} ({kind}) is recorded as reverting op {target}, which is not an earlier op", op)
+        for op, target, kind in reverts.records(conn)
+        if kind != "revert" or not 1 <= target < op
+    ]
 
 
 def _replay(conn: Conn) -> list[Problem]:

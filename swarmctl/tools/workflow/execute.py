@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping
 from swarmctl import pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.secrets import redact_text, scrub_values
+from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
 from swarmctl.spec import plain
 from swarmctl.store import Store, Writer
 from swarmctl.store import workflows as rows
@@ -185,6 +185,12 @@ class Executor:
         On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
         still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
+        short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
+        if short:
+            self.ctx.warn(
+                f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
+                f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
+            )
         env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
 
         def started(group: pids.ProcessId) -> None:
@@ -200,6 +206,7 @@ class Executor:
                     env=env,
                     timeout_s=spec["timeout_s"],
                     on_start=started,
+                    hidden=definition.resolved_values(step.spec, self.environ),
                 )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)
