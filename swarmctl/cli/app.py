@@ -21,6 +21,7 @@ GROUP_HELP = {
     "op": "The op log: list, show and undo operations.",
     "ref": "Refs: set, delete, list and show.",
     "changeset": "Changesets: create and show.",
+    "store": "Stores as a whole: copy one into a new one, local or on a database server.",
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
 }
@@ -337,10 +338,13 @@ def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
 
 
 def _read_files(flag: str, paths: list[str]) -> dict[str, str]:
+    from swarmctl import limits
+
     files: dict[str, str] = {}
     for path in paths:
         try:
-            files[Path(path).as_posix()] = Path(path).read_bytes().decode("utf-8")
+            # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `--file /dev/zero` is refused, not read
+            files[Path(path).as_posix()] = limits.read_file(path, f"{flag} {path}").decode("utf-8")
         except UnicodeDecodeError:
             raise SwarmError("E_INVALID_ARG", f"{flag} {path}: not UTF-8 text", details={"path": path}) from None
         except OSError as exc:
