@@ -24,6 +24,7 @@ AREAS: dict[str, str] = {
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
+    "store": "swarmctl.tools.store",
 }
 
 

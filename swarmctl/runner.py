@@ -26,7 +26,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         ctx.close()
     meta = Meta(
         repo=ctx.repo_path,
-        elapsed_ms=int((time.perf_counter() - started) * 1000),
+        elapsed_ms=_elapsed_ms(started),
         resolved=ctx.resolved,
         auth=ctx.auth,
     )
@@ -41,6 +41,11 @@ def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:
     try:
         request = schemas.validate_request(tool, arguments)
     except SwarmError as exc:
-        meta = Meta(elapsed_ms=int((time.perf_counter() - started) * 1000), auth=ctx.auth)
+        meta = Meta(elapsed_ms=_elapsed_ms(started), auth=ctx.auth)
         return failure(tool.name, exc, meta)
     return run(tool, request, ctx)
+
+
+def _elapsed_ms(started: float) -> int:
+    """Milliseconds since `started`; never negative, even on a clock that went back."""
+    return max(0, int((time.perf_counter() - started) * 1000))

@@ -23,6 +23,7 @@ GROUP_HELP = {
     "changeset": "Changesets: create and show.",
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
+    "store": "The store itself: check it, upgrade its format.",
 }
 
 HELP = """The safe undo button for a swarmops store.

@@ -95,6 +95,8 @@ EXAMPLES: dict[str, Example] = {
     "op_log": Example({"limit": 2}, ("op", "log", "-n", "2")),
     "op_show": Example({"op": 6}, ("op", "show", "6")),
     "undo": Example({"op": 6}, ("op", "undo", "6")),
+    "store_check": Example({}, ("store", "check")),
+    "store_upgrade": Example({}, ("store", "upgrade")),  # a demo store is of this format already
     "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),
     # Transactions: agent/worker-17 cuts release/v2 from main and retires release/v1, as one op.
     "tx_begin": Example({}, ("tx", "begin")),
