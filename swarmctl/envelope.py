@@ -45,7 +45,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
             7,
             "not allowed in the current state (no open transaction, a transaction already open, ...)",
         ),
-        ErrorCode("E_NOTHING_TO_UNDO", 7, "the operation moved no ref"),
+        ErrorCode(
+            "E_NOTHING_TO_UNDO", 7, "the operation moved no ref, or a revert or restore has nothing to take back"
+        ),
         ErrorCode("E_BUSY", 8, "the store stayed locked past the timeout; safe to retry"),
         ErrorCode("E_STORE_CORRUPT", 9, "the store fails its own checks; nothing was written"),
         ErrorCode(
@@ -56,8 +58,16 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_STEP_FAILED",
             10,
-            "a workflow step failed (a command exited non-zero or timed out, a store step was refused); "
-            "the workflow is `failed` and can be resumed with --retry or rolled back",
+            "a workflow step failed (a command exited non-zero or timed out, a store step was refused): "
+            "the workflow is `failed` and can be resumed with --retry or rolled back; or a step's undo failed "
+            "in a rollback: the workflow is `rollback_failed`, `details.results` holds each step's outcome",
+        ),
+        ErrorCode(
+            "E_UNAVAILABLE",
+            11,
+            "the store's database server cannot be reached or dropped the connection; nothing was written "
+            "(or, when the connection dropped during COMMIT and the outcome could not be found, "
+            "`details.commit_unknown: true`); safe to retry",
         ),
         ErrorCode(
             "E_INTERRUPTED",
@@ -129,6 +139,23 @@ def internal_error(exc: BaseException) -> SwarmError:
         f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc} [correlation id {correlation_id}]",
         details={"correlation_id": correlation_id, "exception": type(exc).__name__},
         hint="Please report this with the correlation id and the command you ran.",
+    )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
+
+
+def interrupted(exc: KeyboardInterrupt) -> SwarmError:
+    """E_INTERRUPTED for Ctrl-C (SIGINT) or SIGTERM, naming the one that came. What was in
+    flight may have said what it was (`exc.details`, e.g. the workflow and its step)."""
+    terminated = isinstance(exc, Terminated)
+    return SwarmError(
+        "E_INTERRUPTED",
+        f"interrupted by {'SIGTERM' if terminated else 'SIGINT (Ctrl-C)'} before the command finished",
+        details={"signal": "SIGTERM" if terminated else "SIGINT", **getattr(exc, "details", {})},
+        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
+        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
     )
 
 

@@ -15,12 +15,13 @@ from functools import lru_cache
 
 from swarmctl.spec import Tool
 
-AREAS: dict[str, str] = {
+# A word whose commands are defined in more than one module names them all, in order.
+AREAS: dict[str, str | tuple[str, ...]] = {
     "init": "swarmctl.tools.store",
     "demo": "swarmctl.tools.store",
     "changeset": "swarmctl.tools.changeset",
     "ref": "swarmctl.tools.ref",
-    "op": "swarmctl.tools.op",
+    "op": ("swarmctl.tools.op", "swarmctl.tools.revert", "swarmctl.tools.restore"),
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
@@ -28,10 +29,21 @@ AREAS: dict[str, str] = {
 }
 
 
+def _modules(word: str) -> tuple[str, ...]:
+    modules = AREAS[word]
+    return (modules,) if isinstance(modules, str) else modules
+
+
+def _defined_in(module: str, word: str) -> list[Tool]:
+    return [t for t in importlib.import_module(module).TOOLS if t.cli[0] == word]
+
+
 def area(word: str) -> list[Tool]:
-    """The tools whose command starts with `word` (importing only their module)."""
-    module = importlib.import_module(AREAS[word])
-    return [t for t in module.TOOLS if t.cli[0] == word]
+    """The tools whose command starts with `word` (importing only their modules)."""
+    found: list[Tool] = []
+    for module in _modules(word):
+        found += _defined_in(module, word)
+    return found
 
 
 @lru_cache(maxsize=None)
@@ -55,9 +67,15 @@ def get(name: str) -> Tool:
 
 
 def by_command(path: tuple[str, ...]) -> Tool | None:
+    """The tool of the command `path`, importing its area's modules in order only until one
+    defines it (so `op log` does not pay for `op revert`)."""
     if not path or path[0] not in AREAS:
         return None
-    return next((t for t in area(path[0]) if t.cli == path), None)
+    for module in _modules(path[0]):
+        found = next((t for t in _defined_in(module, path[0]) if t.cli == path), None)
+        if found is not None:
+            return found
+    return None
 
 
 def mcp_tools() -> list[Tool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import Any
 
@@ -30,7 +31,29 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         resolved=ctx.resolved,
         auth=ctx.auth,
     )
-    return failure(tool.name, error, meta) if error else success(tool.name, result, meta)
+    envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
+    return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth == "trust" else None)
+
+
+def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None) -> dict[str, Any]:
+    """Make each `next` (the error's, the result's) run as written from any directory in a
+    clean environment: its argv, and the same command where a hint spells it, name the store
+    (as `meta.repo` shows it) and the actor. `arguments` (what MCP calls) stay as they are."""
+    words = [*(["--repo", repo] if repo else []), *(["--as", actor] if actor else [])]
+    if not words:
+        return envelope
+    body = envelope["error"] if not envelope["ok"] else envelope["result"]
+    if not isinstance(body, dict):
+        return envelope
+    calls = body.get("next")
+    for call in calls if isinstance(calls, list) else [calls]:
+        if not isinstance(call, dict) or not isinstance(call.get("argv"), list) or call["argv"][:1] != ["swarmctl"]:
+            continue
+        before = call["argv"]
+        call["argv"] = ["swarmctl", *words, *before[1:]]
+        if isinstance(body.get("hint"), str):
+            body["hint"] = body["hint"].replace(f"`{shlex.join(before)}`", f"`{shlex.join(call['argv'])}`")
+    return envelope
 
 
 def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class Range:
     def __repr__(self) -> str:
         return f"Range({self.ge}, {self.le})"
 
-Complete = Literal["ops", "my_ops", "refs", "changesets", "workflows", "steps", "schema_types"]
+Complete = Literal["ops", "my_ops", "refs", "changesets", "workflows", "steps", "schema_types", "actors"]
 
 
 # The records below are NamedTuples rather than dataclasses: every command defines them, and a

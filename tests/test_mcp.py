@@ -7,6 +7,8 @@ import json
 import jsonschema
 import pytest
 
+import swarmctl
+
 from conftest import build_golden_store
 from core_helpers import UNDO_REFERENCE_TEXT
 from golden import Normalizer
@@ -42,6 +44,7 @@ def test_undo_over_mcp_matches_the_reference_page(sw, golden):
     ids = build_golden_store(sw)
     with McpClient(sw.store, "agent/worker-17") as client:
         assert client.initialized.server_info.name == "swarmctl"
+        assert client.initialized.server_info.version == swarmctl.version()  # pyproject's
         response = client.request("tools/call", REFERENCE_REQUEST["params"], request_id=20)
     assert response["result"]["structuredContent"]["result"]["ref_moves"][0]["new"] == ids["base"]
     normalized = normalized_response(response, Normalizer(sw.tmp))

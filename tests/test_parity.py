@@ -117,6 +117,23 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "4"), {"op": 4}),  # release/v1 moved since (op 6): E_CAS_MISMATCH
         Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
     ],
+    "op_revert": [
+        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}),  # ops 3, 5, 6: main and release/v1 back
+        Case(("op", "revert", "--after", "4", "--dry-run"), {"after": 4, "dry_run": True}),
+        Case(("op", "revert", "--before", "5"), {"before": 5}),  # ops 5 and 6 moved main and release/v1 since: E_CAS_MISMATCH
+        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}, setup=(("op", "revert", "--actor", ACTOR),)),  # a replay
+        Case(("op", "revert"), {}),  # no filter: E_INVALID_ARG
+    ],
+    "op_restore": [
+        Case(("op", "restore", "4"), {"op": 4}),  # the preview
+        Case(("op", "restore", "4", "--confirm", "--expect-head", "6"), {"op": 4, "confirm": True, "expect_head": 6}),
+        Case(
+            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
+            {"op": 4, "confirm": True, "expect_head": 6},
+            setup=(MOVE_V1,),
+        ),  # op 7 since the preview: E_CAS_MISMATCH
+        Case(("op", "restore", "2", "--ref", "release/v1"), {"op": 2, "ref": ["release/v1"]}),  # before it existed: deleted
+    ],
     "schema": [Case(("schema", "UndoReq"), {"type": "UndoReq"})],
     "tx_begin": [
         Case(BEGIN, {}),
@@ -239,6 +256,8 @@ ARGUMENT_ERRORS: list[tuple[str, Case]] = [
     ("changeset_create", Case(("changeset", "create", "-m", ""), {"message": ""})),
     ("op_log", Case(("op", "log", "--kind", "nonsense"), {"kind": "nonsense"})),
     ("undo", Case(("op", "undo", "six"), {"op": "six"})),
+    ("op_revert", Case(("op", "revert", "--after", "four"), {"after": "four"})),
+    ("op_restore", Case(("op", "restore", "4", "--expect-head", "0", "--confirm"), {"op": 4, "expect_head": 0, "confirm": True})),
     ("ref_set", Case(("ref", "set", "main"), {"name": "main"})),
     ("tx_config", Case(("tx", "config", "--max-revisions", "0"), {"max_revisions": 0})),
     ("workflow_list", Case(("workflow", "list", "--state", "nonsense"), {"state": "nonsense"})),

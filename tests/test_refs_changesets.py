@@ -1,10 +1,13 @@
 """Refs (set, delete, list, show; compare-and-swap with --expect/--create), changesets (create,
 show) and `schema`."""
 
-from core_helpers import AGENT, ALICE, FROZEN, as_, file_digests, frozen_clock, op_count, refs  # noqa: F401
+import pytest
+from core_helpers import AGENT, ALICE, FROZEN, as_, file_digests, frozen_clock, op_count, problems, refs  # noqa: F401
 from conftest import build_golden_store
 
 from swarmctl.store import changesets
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_ref_set_and_delete(sw, golden):
@@ -169,15 +172,55 @@ def test_schema_lists_every_type_and_each_one_has_a_schema(sw):
     assert missing.error["details"]["types"] == listing["types"]
 
 
-def test_a_ref_name_wins_over_an_id_prefix(sw, frozen_clock):
-    """As in git: `cafe` names the ref cafe even when some changeset id begins with cafe."""
+def test_a_ref_name_never_shadows_a_changeset_id(sw, frozen_clock):
+    """A ref may not be named like a changeset id (4-64 lowercase hex): refused at every door
+    that names a ref. A store that already holds one (named before the rule) still reads it,
+    but a TARGET that reads both ways is the changeset, and `meta.resolved` says so."""
+    from swarmctl.store import Move, Store
+
     sw.ok("--as", ALICE, "init", str(sw.store))
     me = as_(sw, ALICE)
     first = sw.ok(*me, "changeset", "create", "-m", "first")["changeset"]["id"]
-    second = sw.ok(*me, "changeset", "create", "-m", "second")["changeset"]["id"]
+    second = sw.ok(*me, "changeset", "create", "-m", "second", "--ref", "main")["changeset"]["id"]
+    before = op_count(sw.store)
+    for name in (first[:4], first, "cafe", "0123456789abcdef"):
+        for ran in (
+            sw(*me, "ref", "set", name, second),
+            sw(*me, "changeset", "create", "-m", "x", "--ref", name),
+            sw(*me, "call", "ref_set", '{"name":"%s","target":"main"}' % name),
+        ):
+            assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
+            assert "hex" in ran.error["message"] and ran.error["details"]["name"] == name
+    sw.ok(*me, "tx", "begin")
+    staged = sw(*me, "tx", "set", first[:8], second)
+    assert staged.exit == 2 and "changeset id prefix" in staged.error["details"]["problem"]
+    sw.ok(*me, "tx", "rollback")
+    # Not hex, or not lowercase, or too short: an ordinary name.
+    for name in ("cafe-1", "release/cafe", "CAFE", "abc"):
+        assert sw(*me, "ref", "set", name, second).exit == 0
+    assert op_count(sw.store) == before + 4
+    # A store made before the rule holds a ref named like the first's prefix, naming the second.
     prefix = first[:4]
-    sw.ok(*me, "ref", "set", prefix, second)  # a ref named like the first's prefix, naming the second
+    old_store = Store.open(sw.store)
+    with old_store.write(ALICE) as w:
+        w.append_op("ref_set", f"create {prefix} (before the rule)", [Move(prefix, None, second)])
+    old_store.close()
+    assert [p.check for p in problems(sw.store)] == ["ref_shadows_id"]
     shown = sw("--repo", str(sw.store), "changeset", "show", prefix)
-    assert shown.result["id"] == second and shown.envelope["meta"]["resolved"] == {prefix: second}
-    # More digits than the ref's name still reach the first changeset.
-    assert sw.ok("--repo", str(sw.store), "changeset", "show", first[:6])["id"] == first
+    assert shown.result["id"] == first
+    assert shown.envelope["meta"]["resolved"] == {prefix: {"chosen": "changeset", "id": first, "ref_target": second}}
+    moved = sw(*me, "ref", "set", "main", prefix)
+    assert moved.result["new"] == first and moved.envelope["meta"]["resolved"][prefix]["chosen"] == "changeset"
+    # Reads of the ref itself keep working, and deleting it is allowed.
+    assert sw.ok("--repo", str(sw.store), "ref", "show", prefix)["target"] == second
+    assert sw.ok(*me, "ref", "delete", prefix)["old"] == second
+    assert problems(sw.store) == []
+
+
+def test_a_workflow_may_not_name_a_ref_like_a_changeset_id(sw):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    flow = sw.tmp / "flow.toml"
+    flow.write_text('name = "w"\n[[step]]\nname = "promote"\nref_set = { name = "beef00", to = "main" }\n')
+    ran = sw(*as_(sw, ALICE), "workflow", "run", str(flow))
+    assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG" and "hex" in ran.error["message"]
+    assert op_count(sw.store) == 1

@@ -1,7 +1,10 @@
 """`op undo`: compare-and-swap, all or nothing, replays, redo, --dry-run and `@`."""
 
+import pytest
 from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count, problems, refs
 from conftest import build_golden_store
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_undo_restores_deleted_and_deletes_created_refs(sw, golden):
@@ -42,11 +45,13 @@ def test_undo_refused_when_a_ref_moved_since(sw, golden):
     assert error["details"]["conflicts"] == [
         {"name": "release/v1", "expected": ids["fix"], "actual": ids["base"], "moved_by": [7]}
     ]
-    assert error["next"] == {"tool": "undo", "arguments": {"op": 7}, "argv": ["swarmctl", "op", "undo", "7"]}
+    assert error["next"] == {
+        "tool": "undo", "arguments": {"op": 7}, "argv": ["swarmctl", "--repo", str(sw.store), "--as", AGENT, "op", "undo", "7"]
+    }
     assert "op 7" in error["hint"]
     assert (op_count(sw.store), file_digests(sw.store)) == before
     # Doing what error.next says, then the undo again, works.
-    first = sw(*as_(sw, AGENT), *error["next"]["argv"][1:])
+    first = sw(*error["next"]["argv"][1:])  # it names the store and the actor
     then = sw(*as_(sw, AGENT), "op", "undo", "6")
     assert then.result["op"] == 9 and refs(sw.store)["release/v1"] == ids["base"]
     assert sw.transcript(refused, first, then) == golden
@@ -76,9 +81,11 @@ def test_undo_of_an_undo_redoes(sw, golden):
     again = sw(*as_(sw, AGENT), "op", "undo", "6")
     assert (again.result["op"], again.result["already_applied"]) == (9, False)
     assert refs(sw.store)["release/v1"] == ids["base"]
-    # ...while the undo of op 7 (op 8) stays what it was: a replay.
+    # ...while undoing op 7 again finds op 8 (its undo) in effect but release/v1 moved since
+    # (op 9): not a replay that would report release/v1 restored, but the conflict.
     replay = sw(*as_(sw, AGENT), "op", "undo", "7")
-    assert (replay.result["op"], replay.result["already_applied"]) == (8, True)
+    assert replay.exit == 3 and replay.error["details"]["undone_by"] == 8
+    assert replay.error["details"]["conflicts"][0]["moved_by"] == [9]
     assert problems(sw.store) == []
     assert sw.transcript(undo, redo, show6, show7, again, replay) == golden
 

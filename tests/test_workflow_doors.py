@@ -24,7 +24,7 @@ def test_tables_for_people(sw):
     assert wf in listed.stdout and "1/3" not in listed.stdout and "2/3" in listed.stdout
     status = sw("--repo", kit.repo, "-o", "table", "workflow", "status", wf)
     assert f"{wf} release: failed" in status.stdout
-    assert "exited with status 3" in status.stdout and "next: swarmctl workflow rollback" in status.stdout
+    assert "exited with status 3" in status.stdout and f"next: swarmctl --repo {kit.repo} workflow rollback" in status.stdout
     preview = sw("--repo", kit.repo, "-o", "table", "workflow", "rollback", wf)
     text = preview.stdout
     assert "would_roll_back (2)" in text and "not_reversed (1)" in text and "blockers (0)" in text

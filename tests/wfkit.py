@@ -54,6 +54,9 @@ SCRIPTS = {
 
 ALICE = "human/alice"
 SECRET = "s3cr3t-Deploy-Token-9c1f"
+# How long a wait for an event (a mark, a tick, a process gone) may take before the test fails.
+# Only a hang reaches it: waits end on the event, however loaded the machine is.
+WAIT_S = 120.0
 
 
 class Kit:
@@ -90,6 +93,7 @@ class Kit:
             [*swarmctl_argv(), *self.as_(actor), *args],
             cwd=self.dir,
             env={**self.sw.env, **(env or {})},
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -106,7 +110,7 @@ class Kit:
         path = self.dir / "marks.log"
         return path.read_text().split() if path.exists() else []
 
-    def wait_for_mark(self, word: str, proc: subprocess.Popen, timeout_s: float = 20) -> None:
+    def wait_for_mark(self, word: str, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while word not in self.marks() or not (self.dir / f"{word}.pid").exists():
             assert proc.poll() is None, proc.communicate()
@@ -114,17 +118,19 @@ class Kit:
             time.sleep(0.02)
 
     def kill_hung(self, word: str) -> None:
-        """Kill a hang.sh left running when the swarmctl that started it was killed."""
+        """Kill a hang.sh left running when the swarmctl that started it was killed, and wait
+        until it is gone: until then swarmctl rightly sees its command still running."""
         try:
-            os.kill(int((self.dir / f"{word}.pid").read_text()), signal.SIGKILL)
-        except (ProcessLookupError, FileNotFoundError, ValueError):
-            pass
+            pid = int((self.dir / f"{word}.pid").read_text())
+        except (FileNotFoundError, ValueError):
+            return
+        self.kill_group(pid)  # hang.sh leads its step's process group (it execs sleep)
 
     def ticks(self, word: str) -> int:
         path = self.dir / f"{word}.ticks"
         return len(path.read_text().splitlines()) if path.exists() else 0
 
-    def wait_for_ticks(self, word: str, proc: subprocess.Popen | None = None, timeout_s: float = 20) -> int:
+    def wait_for_ticks(self, word: str, proc: subprocess.Popen | None = None, timeout_s: float = WAIT_S) -> int:
         """Wait until tick.sh WORD ticks; its pid (that of its process group)."""
         deadline = time.monotonic() + timeout_s
         while self.ticks(word) < 2:
@@ -134,9 +140,15 @@ class Kit:
         return int((self.dir / f"{word}.pid").read_text())
 
     def still_ticking(self, word: str) -> bool:
+        """Whether tick.sh WORD ticks again: waits for the next tick (a live one ticks every
+        50 ms; only a dead one makes this wait out WAIT_S)."""
         before = self.ticks(word)
-        time.sleep(0.3)
-        return self.ticks(word) > before
+        deadline = time.monotonic() + WAIT_S
+        while self.ticks(word) == before:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def kill_group(self, pgid: int) -> None:
         """Kill what is left of a command's process group and wait until it is gone."""
@@ -146,10 +158,25 @@ class Kit:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_S
         while pids.group_alive(pgid, None):
             assert time.monotonic() < deadline, f"process group {pgid} outlived SIGKILL"
             time.sleep(0.02)
+
+    def processes_in_folder(self) -> list[int]:
+        """The live processes whose working directory is the flows folder (where commands run)."""
+        from swarmctl import pids
+
+        found = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    cwd = os.readlink(f"/proc/{entry.name}/cwd")
+                except OSError:
+                    continue
+                if cwd == os.path.realpath(self.dir) and pids.alive(int(entry.name)):
+                    found.append(int(entry.name))
+        return found
 
     def db_bytes(self) -> bytes:
         """The store's database files as they are on disk (main file, -wal, -shm)."""
@@ -161,7 +188,7 @@ class Kit:
 
 
 def envelope(proc: subprocess.Popen) -> tuple[int, dict]:
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=WAIT_S)
     lines = out.splitlines()
     assert len(lines) == 1, (out, err)
     return proc.returncode, json.loads(lines[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any, Callable, NoReturn
 
@@ -21,7 +22,7 @@ from swarmctl.cli.app import Globals, build, tools_for
 from swarmctl.cli.inert import inert
 from swarmctl.cli.output import emit
 from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error
+from swarmctl.envelope import Meta, SwarmError, Terminated, exit_status, failure, internal_error, interrupted
 from swarmctl.envelope import exit_code as exit_status_of
 from swarmctl.spec import Tool
 
@@ -125,10 +126,12 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     else:
         ctx.progress = _progress_reporter(globals_)
         ctx.on_warning = _warn
+        started = time.perf_counter()
         try:
             envelope = runner.run(tool, request, ctx)
         except KeyboardInterrupt as exc:
-            envelope = failure(tool.name, _interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+            elapsed_ms = int((time.perf_counter() - started) * 1000)
+            envelope = failure(tool.name, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
         finally:
             if ctx.progress is not None:
                 ctx.progress.close()
@@ -153,23 +156,8 @@ def _progress_reporter(globals_: Globals) -> Any:
     return StepProgress(sys.stderr, color=wants_color(globals_.color))
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
-
-
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
-
-
-def _interrupted(exc: KeyboardInterrupt) -> SwarmError:
-    signal_name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
-    return SwarmError(
-        "E_INTERRUPTED",
-        f"interrupted by {signal_name} before the command finished",
-        details={"signal": signal_name.split()[0]},
-        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
-        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
-    )
 
 
 def _usage_error(exc: UsageError) -> int:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
 
-from swarmctl import __version__, registry
+from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
@@ -74,13 +74,12 @@ def tools_for(args: list[str]) -> list[Tool] | None:
         if word.startswith("-"):
             continue
         if word in DOORS:
-            return []  # `mcp` and `call` find their tools themselves
+            return []  # `mcp`, `call` and `completion` find their tools themselves
         if word not in registry.AREAS:
             return None
-        area = registry.area(word)
         following = next(words, None)
-        named = [t for t in area if t.cli == (word,) or t.cli == (word, following)]
-        return named or area
+        named = registry.by_command((word, following)) or registry.by_command((word,))
+        return [named] if named else registry.area(word)
     return None
 
 
@@ -128,7 +127,7 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"swarmctl {__version__}")
+        typer.echo(f"swarmctl {version()}")
         raise typer.Exit()
 
 
@@ -167,7 +166,7 @@ def _global_options(
     ] = "json",
     color: Annotated[
         Literal["auto", "always", "never"],
-        typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set), always, never."),
+        typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set or TERM=dumb), always, never."),
     ] = "auto",
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -410,4 +409,5 @@ def wants_color(color: str) -> bool:
         return False
     if color == "always":
         return True
-    return not os.environ.get("NO_COLOR")
+    # NO_COLOR (no-color.org) and TERM=dumb (a terminal that cannot show escape codes) both say no.
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"

@@ -1,5 +1,5 @@
 """Shell completion values read from the store: op numbers with descriptions, ref names,
-changeset ids. Any failure completes nothing rather than printing an error into the shell."""
+changeset ids, actors. Any failure completes nothing rather than printing an error into the shell."""
 
 from __future__ import annotations
 
@@ -60,6 +60,16 @@ def _changesets(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]
     yield from _refs(ctx, incomplete)
 
 
+def _actors(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    from swarmctl.store import queries
+
+    store = _store(ctx)
+    with store.read() as conn:
+        rows = queries.actors_with_prefix(conn, incomplete, limit=50)
+    for actor, newest in rows:
+        yield actor, f"newest op {newest}"
+
+
 def _schema_types(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     from swarmctl import registry
 
@@ -110,6 +120,7 @@ SOURCES: dict[str, Any] = {
     "ops": _safely(_ops),
     "my_ops": _safely(_ops),
     "refs": _safely(_refs),
+    "actors": _safely(_actors),
     "changesets": _safely(_changesets),
     "schema_types": _safely(_schema_types),
     "workflows": _safely(_workflows),

@@ -19,14 +19,23 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if globals_.output == "table":
         from swarmctl.cli import tables
 
+        # An error is for the person at the terminal: stderr, with stdout left empty (a pipe
+        # reading the table gets nothing rather than an error to parse as rows).
+        on_stderr = not envelope["ok"]
+        if on_stderr:
+            color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
             from swarmctl.cli.inert import inert
 
             print(f"swarmctl: cannot render this result as a table ({inert(str(exc))}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
-        _write(text)
+        if on_stderr:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        else:
+            _write(text)
     elif sys.stdout.isatty() or globals_.color == "always":
         if color:
             _write(_highlighted(envelope))
@@ -34,6 +43,13 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(dumps(envelope) + "\n")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _highlighted(envelope: dict[str, Any]) -> str:

@@ -4,7 +4,8 @@
 demo store and normalised by normalize.py, as the golden tests' outputs are):
 
 - man/           roff man pages: swarmctl(1) and one per command (man.py)
-- completions/   bash, zsh and fish scripts on Typer's completion machinery (completions.py)
+- completions/   bash, zsh and fish scripts on Typer's completion machinery, each under the name
+                 its shell looks for: bash/swarmctl, zsh/_swarmctl, fish/swarmctl.fish (completions.py)
 - docs/reference one page per tool, an index and the error codes (reference.py), with
                  examples recorded by running each tool on a demo store (examples.py)
 
@@ -37,9 +38,18 @@ def generate() -> dict[str, str]:
 def is_generated(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as f:
-            return COMMAND in f.readline()
+            return says_generated(f.readline() + f.readline())
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def says_generated(text: str) -> bool:
+    """The notice is on the first line, or on the second after a line its reader needs first
+    (zsh's `#compdef`, which compinit reads from the first line only)."""
+    first, _, rest = text.partition("\n")
+    if first.startswith("#compdef "):
+        first = rest.partition("\n")[0]
+    return COMMAND in first
 
 
 def stale(root: Path, files: dict[str, str] | None = None) -> list[str]:

@@ -95,6 +95,10 @@ EXAMPLES: dict[str, Example] = {
     "op_log": Example({"limit": 2}, ("op", "log", "-n", "2")),
     "op_show": Example({"op": 6}, ("op", "show", "6")),
     "undo": Example({"op": 6}, ("op", "undo", "6")),
+    # Everything agent/worker-17 did (ops 3, 5 and 6), taken back in one op.
+    "op_revert": Example({"actor": ACTOR}, ("op", "revert", "--actor", ACTOR)),
+    # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
+    "op_restore": Example({"op": 4}, ("op", "restore", "4")),
     "store_check": Example({}, ("store", "check")),
     "store_upgrade": Example({}, ("store", "upgrade")),  # a demo store is of this format already
     "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),

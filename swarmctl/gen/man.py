@@ -14,7 +14,7 @@ from typer._click.types import _NumberParamTypeBase
 from typer._types import TyperChoice
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from swarmctl import __version__, registry
+from swarmctl import registry, version
 from swarmctl.envelope import ERROR_CODES
 from swarmctl.gen import NOTICE
 
@@ -29,6 +29,10 @@ DOOR_OUTPUT = {
     "mcp": "Stdout carries the protocol: one JSON-RPC message a line, nothing else. Each `tools/call` result "
     "holds a tool's envelope. Only an invalid --as, found before serving, prints an envelope instead "
     "(E_INVALID_ARG, exit status 2). The exit status is 0 once the client has closed stdin.",
+    "completion": "The completion script on stdout, the same text as the one the wheel installs under "
+    "share/bash-completion/completions/swarmctl, share/zsh/site-functions/_swarmctl or "
+    "share/fish/vendor_completions.d/swarmctl.fish. An unknown SHELL prints an envelope instead "
+    "(E_INVALID_ARG, exit status 2).",
     "call": "One JSON envelope on stdout: the tool's, as the tool's own command prints it, with `op` the tool's "
     "name (null for an unknown TOOL).",
 }
@@ -103,7 +107,7 @@ def _command_page(root: Any, path: tuple[str, ...], command: Any, commands: list
 def _header(name: str, summary: str) -> list[str]:
     return [
         rf'.\" {NOTICE}',
-        f'.TH "{_esc(name.upper())}" "1" "" "swarmctl {__version__}" "swarmctl manual"',
+        f'.TH "{_esc(name.upper())}" "1" "" "swarmctl {version()}" "swarmctl manual"',
         ".ad l",  # ragged right, no hyphenation: envelopes, paths and command names stay whole
         ".nh",
         ".SH NAME",

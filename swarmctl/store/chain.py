@@ -4,8 +4,9 @@ op before it, so that an op edited, removed or slipped in behind swarmctl's back
 The hash is BLAKE3-256 in key-derivation mode with the context `swarmops:op:v1` (as changeset
 ids are made, with their own context), over the previous op's hash (64 hex digits; op 1 follows
 GENESIS), a newline, and the op's content in the canonical JSON of changeset ids: `op`, `kind`,
-`actor`, `at`, `description`, `undoes`, `ref_moves` (`[name, old, new]` in order) and the ids of
-the changesets it created (sorted). `undone_by` is not content: it changes when a later op
+`actor`, `at`, `description`, `undoes`, `ref_moves` (`[name, old, new]` in order), the ids of
+the changesets it created (sorted) and, for a revert, the ops it took back (`reverts`, sorted;
+the key only where there are some). `undone_by` is not content: it changes when a later op
 undoes this one.
 
 What this is and is not: anyone able to edit the database can recompute every hash after an
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from swarmctl.store import reverts
 from swarmctl.store.changesets import canonical
 from swarmctl.store.sql import Conn
 
@@ -30,9 +32,10 @@ def op_hash(previous: str, content: dict[str, Any]) -> str:
     return blake3(previous.encode("ascii") + b"\n" + canonical(content), derive_key_context=OP_DOMAIN).hexdigest()
 
 
-def content(row: tuple, moves: list[tuple], changesets: list[str]) -> dict[str, Any]:
+def content(row: tuple, moves: list[tuple], changesets: list[str], reverted: list[int] = ()) -> dict[str, Any]:
     """What an op's hash covers; `row` is (op, kind, actor, at, description, undoes)."""
     op, kind, actor, at, description, undoes = row
+    extra = {"reverts": sorted(reverted)} if reverted else {}
     return {
         "op": op,
         "kind": kind,
@@ -42,6 +45,7 @@ def content(row: tuple, moves: list[tuple], changesets: list[str]) -> dict[str, 
         "undoes": undoes,
         "ref_moves": [[name, old, new] for name, old, new in moves],
         "changesets": sorted(changesets),
+        **extra,
     }
 
 
@@ -51,7 +55,7 @@ def op_content(conn: Conn, op: int) -> dict[str, Any] | None:
         return None
     moves = conn.execute("SELECT name, old, new FROM ref_moves WHERE op = ? ORDER BY seq", (op,)).fetchall()
     made = [r[0] for r in conn.execute("SELECT id FROM changesets WHERE op = ?", (op,))]
-    return content(tuple(row), [tuple(m) for m in moves], made)
+    return content(tuple(row), [tuple(m) for m in moves], made, reverts.targets_of(conn, op))
 
 
 def previous_hash(conn: Conn, op: int) -> str | None:
@@ -79,6 +83,9 @@ def walk(conn: Conn, batch: int = 5000) -> Iterator[tuple[int, str | None, str]]
     long log costs its length, not its length times three queries."""
     previous = GENESIS
     low = 0
+    reverted: dict[int, list[int]] = {}
+    for op, target, _ in reverts.records(conn):
+        reverted.setdefault(op, []).append(target)
     while True:
         rows = conn.execute(
             "SELECT op, kind, actor, at, description, undoes, hash FROM ops WHERE op > ? ORDER BY op LIMIT ?",
@@ -97,7 +104,7 @@ def walk(conn: Conn, batch: int = 5000) -> Iterator[tuple[int, str | None, str]]
             made.setdefault(op, []).append(cid)
         for row in rows:
             op, stored = row[0], row[6]
-            digest = op_hash(previous, content(tuple(row[:6]), moves.get(op, []), made.get(op, [])))
+            digest = op_hash(previous, content(tuple(row[:6]), moves.get(op, []), made.get(op, []), reverted.get(op, [])))
             yield op, stored, digest
             previous = stored if stored is not None else digest
         low = high

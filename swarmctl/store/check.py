@@ -20,12 +20,11 @@ import json
 import re
 from typing import Any, Callable, Iterable, NamedTuple
 
+from swarmctl.names import shadows_changeset_id
+from swarmctl.store import reverts
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-# A ref named like a changeset id prefix (4 or more hex digits) is ambiguous wherever either
-# may be given (`ref set NAME TARGET`, `changeset show`).
-_HEX_NAME = re.compile(r"^[0-9a-f]{4,64}$")
 
 
 class Problem(NamedTuple):
@@ -53,7 +52,7 @@ def check_store(
     checks: list[Callable[[Conn], list[Problem]]] = []
     if integrity and dialect(conn) == SQLITE:
         checks.append(_integrity)
-    checks += [_ops_gapless, _ops_ordered, _replay, _hash_chain, _changesets, _blobs, _hex_ref_names]
+    checks += [_ops_gapless, _ops_ordered, _reverts_earlier, _replay, _hash_chain, _changesets, _blobs, _refs_shadowing_ids]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
     checks.append(lambda c: _workflows(c, workflow_states, step_statuses))
@@ -175,6 +174,15 @@ def _ops_ordered(conn: Conn) -> list[Problem]:
     return problems
 
 
+def _reverts_earlier(conn: Conn) -> list[Problem]:
+    """Each op a revert took back is earlier than it, and the op taking it back is a revert."""
+    return [
+        Problem("reverts_earlier_op", f"op {op} ({kind}) is recorded as reverting op {target}, which is not an earlier op", op)
+        for op, target, kind in reverts.records(conn)
+        if kind != "revert" or not 1 <= target < op
+    ]
+
+
 def _replay(conn: Conn) -> list[Problem]:
     """Replay every ref move in op order; each must start where the last left the ref."""
     problems = []
@@ -248,11 +256,13 @@ def _blobs(conn: Conn) -> list[Problem]:
     ]
 
 
-def _hex_ref_names(conn: Conn) -> list[Problem]:
+def _refs_shadowing_ids(conn: Conn) -> list[Problem]:
+    """Refs named like a changeset id (made before such names were refused): a TARGET of that
+    text now means the changeset, so the ref is reachable only by `ref show`/`ref delete`."""
     return [
-        Problem("hex_ref_name", f"ref {name} is named like a changeset id prefix: either could be meant", ref=name)
+        Problem("ref_shadows_id", f"ref {name} is named like a changeset id prefix; rename it (set a new ref, delete this one)", ref=name)
         for (name,) in conn.execute("SELECT name FROM refs ORDER BY name")
-        if _HEX_NAME.match(name)
+        if shadows_changeset_id(name)
     ]
 
 

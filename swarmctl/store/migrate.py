@@ -15,14 +15,18 @@ from __future__ import annotations
 from typing import Callable
 
 from swarmctl.store import chain
-from swarmctl.store.schema import FORMAT_VERSION, TIME_BREAKS
+from swarmctl.store.schema import FORMAT_VERSION, OP_REVERTS, TIME_BREAKS
 from swarmctl.store.sql import Conn
 
 
 def _to_2(conn: Conn) -> None:
     """Format 2: op times may go back after a clock that ran ahead (the ops where they do are
-    listed in time_breaks), and every op records its hash in the op log's chain."""
+    listed in time_breaks), every op records its hash in the op log's chain, and the table of
+    reverts (op_reverts) is always there."""
     conn.execute(TIME_BREAKS)
+    for statement in OP_REVERTS.split(";"):  # made by a store's first revert before format 2
+        if statement.strip():
+            conn.execute(statement)
     conn.execute("ALTER TABLE ops ADD COLUMN hash TEXT")
     hashes = [(digest, op) for op, _, digest in chain.walk(conn)]
     conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", hashes)

@@ -9,6 +9,7 @@ from typing import Any, Iterable, NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, is_hex
+from swarmctl.store import reverts
 from swarmctl.store.sql import Conn
 
 # --- ops -----------------------------------------------------------------------------------
@@ -45,7 +46,8 @@ def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
     for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
         made[op].append(cid)
     # `undone_by` is the undo that takes the op back now: none once that undo was undone too.
-    undone = [r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)]
+    undone = {r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)}
+    undone |= reverts.reverted_among(conn, ops)
     undone_by = {op: undo_in_effect(conn, op) for op in undone}
     return [
         {
@@ -225,11 +227,15 @@ def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[tuple[int, str, st
 
 
 def undos_of(conn: Conn, op: int) -> list[int]:
-    return [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
+    """The ops that took `op` back, oldest first: its undos, and the reverts that selected it."""
+    undos = [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]
+    taken_back_by_reverts = reverts.reverts_of(conn, op)
+    return sorted(undos + taken_back_by_reverts) if taken_back_by_reverts else undos
 
 
 def undo_in_effect(conn: Conn, op: int) -> int | None:
-    """The undo that currently takes `op` back, if any: its newest undo, unless that was undone too."""
+    """The undo (or revert) that currently takes `op` back, if any: the newest, unless that was
+    taken back too."""
     chain: list[int] = []
     current: int | None = op
     while current is not None:
@@ -246,6 +252,23 @@ def moves_after(conn: Conn, name: str, op: int) -> list[int]:
     return [
         r[0] for r in conn.execute("SELECT op FROM ref_moves WHERE name = ? AND op > ? ORDER BY op", (name, op))
     ]
+
+
+def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, int]]:
+    """(actor, their newest op) of the actors whose name starts with `prefix`, by name (completion).
+    One index seek per actor, on ops(actor, op)."""
+    found: list[tuple[str, int]] = []
+    low = prefix
+    while len(found) < limit:
+        row = conn.execute(
+            "SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor >= ? AND actor < ?)",
+            (low, prefix + "\U0010ffff"),
+        ).fetchone()
+        if row is None or row[0] is None:
+            break
+        found.append((row[0], row[1]))
+        low = row[0] + "\x00"
+    return found
 
 
 # --- refs ----------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ OP_KINDS = (
     "tx_commit",
     "undo",
     "workflow_step",
+    "revert",
+    "restore",
     "store_upgrade",
 )
 
@@ -88,6 +90,22 @@ CREATE TABLE refs (
 ) WITHOUT ROWID;
 """
 SCHEMA += TIME_BREAKS + ";\n"
+
+# Which ops a `revert` op took back (swarmctl/store/reverts.py): an undo names its one op in
+# `ops.undoes`, a revert names many here. A store made before reverts existed lacks the table
+# until its first revert creates it (in that revert's transaction, with this same text); until
+# then a read finds no reverts. An older swarmctl ignores the table: it shows a reverted op's
+# `undone_by` as null, and its `op undo` of such an op stops at E_CAS_MISMATCH (the revert moved
+# the refs), so nothing is misapplied. Format 2 (swarmctl/store/migrate.py) makes it in every store.
+OP_REVERTS = """
+CREATE TABLE IF NOT EXISTS op_reverts (
+    op     INTEGER NOT NULL REFERENCES ops(op),  -- the revert op
+    target INTEGER NOT NULL REFERENCES ops(op),  -- an op it took back
+    PRIMARY KEY (op, target)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS op_reverts_target ON op_reverts(target, op);
+"""
+SCHEMA += OP_REVERTS
 
 # Staged transactions (`swarmctl tx`, swarmctl/store/txs.py). Bookkeeping, not ops: these rows
 # change inside Store.write() like everything else, but only `tx commit` appends an op. A

@@ -18,6 +18,7 @@ from swarmctl.store.files import (
     can_write_store,
     connect,
     is_store,
+    keep_wal_on_close,
     on_readonly_filesystem,
     unwritable_why,
     wal_is_empty,
@@ -62,14 +63,17 @@ class SqliteStore(Store):
     # --- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, *, readonly: bool = False) -> "SqliteStore":
+    def open(cls, path: str | Path, *, readonly: bool = False, keep_wal: bool = True) -> "SqliteStore":
+        """The store at `path`. A connection that may write closes without folding the WAL into
+        the database (`keep_wal`, see files.keep_wal_on_close): a committed change costs one disk
+        sync, and a command that fails or only reads leaves the files as it found them."""
         try:
-            return cls._open(Path(path), readonly)
+            return cls._open(Path(path), readonly, keep_wal)
         except OSError as exc:
             raise os_failure(exc, Path(path)) or exc
 
     @classmethod
-    def _open(cls, path: Path, readonly: bool) -> "SqliteStore":
+    def _open(cls, path: Path, readonly: bool, keep_wal: bool) -> "SqliteStore":
         path = resolve(path)
         db = path / DB_FILE
         if path.is_dir() and not os.access(path, os.X_OK):
@@ -86,6 +90,8 @@ class SqliteStore(Store):
         conn = None
         try:
             conn = connect(db, readonly=readonly or not writable, immutable=immutable)
+            if keep_wal and writable and not readonly:
+                keep_wal_on_close(conn, db)
             store = cls(path, conn, readonly, writable)
             store._check_format()
         except BaseException as exc:
@@ -167,7 +173,8 @@ class SqliteStore(Store):
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)
-        return cls.open(path)
+        # Its first users (init, demo) fold their WAL in on close: a new store is one file.
+        return cls.open(path, keep_wal=False)
 
     # --- the transaction helper's steps (see Store.write) ---------------------------------
 

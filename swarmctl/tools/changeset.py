@@ -118,7 +118,7 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     for path, content in files.items():
         if len(content) > FILE_MAX:
             raise SwarmError("E_INVALID_ARG", f"{path} is larger than {FILE_MAX} bytes", details={"path": path})
-    ref = names.check_ref_name(req.ref) if req.ref is not None else None
+    ref = names.check_new_ref_name(req.ref) if req.ref is not None else None
     store = ctx.store()
     with store.write(actor) as w:
         # A parent named twice (by id and by a ref, say) is one parent.

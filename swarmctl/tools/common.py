@@ -53,12 +53,23 @@ def resolve_op(ctx: Context, conn: Conn, spec: int | str) -> int:
 def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
     """A full changeset id from a ref name, an id, or a unique prefix of an id.
 
-    A ref of that name wins over an id prefix, as in git: in a large store nearly every short
-    hex word is the prefix of some changeset, and a ref named `cafe` must keep meaning the ref.
-    Otherwise hex text of 4 or more digits is an id prefix.
+    A ref name never shadows a changeset id: hex text of 4 or more digits that is a unique id
+    prefix names that changeset even where a ref of that name exists (a store made before
+    such names were refused may hold one), and `meta.resolved` says it was read as the id
+    and what the ref names. Otherwise a ref of that name, else an id prefix.
     """
     text = given.strip()
-    if names.ref_name_problem(text) is None and (target := queries.ref_target(conn, text)) is not None:
+    target = queries.ref_target(conn, text) if names.ref_name_problem(text) is None else None
+    if target is not None and names.shadows_changeset_id(text.lower()):
+        try:
+            full = queries.resolve_changeset(conn, text)
+        except SwarmError:  # no such changeset, or an ambiguous prefix: it reads only as the ref
+            full = target
+        else:
+            if full != target:
+                ctx.resolved[given] = {"chosen": "changeset", "id": full, "ref_target": target}
+                return full
+    if target is not None:
         full = target
     elif names.is_hex(text.lower()):
         full = queries.resolve_changeset(conn, text)  # raises: too short, ambiguous, not found

@@ -1,6 +1,6 @@
 """The op log: `op log`, `op show` and `op undo`."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
@@ -90,10 +90,14 @@ class OpLogReq:
     ref: str | None = arg(
         None, description="Only ops that moved this ref, also after it was deleted.", cli=Cli(complete="refs")
     )
-    actor: str | None = arg(None, description="Only ops by this actor (kind/name).")
+    actor: str | None = arg(None, description="Only ops by this actor (kind/name).", cli=Cli(complete="actors"))
     kind: OpKind | None = arg(None, description="Only ops of this kind.")
-    since: str | None = arg(None, description="Only ops at or after this RFC 3339 time.")
-    until: str | None = arg(None, description="Only ops at or before this RFC 3339 time.")
+    since: str | None = arg(
+        None, description="Only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
+    until: str | None = arg(
+        None, description="Only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
 
 
 @request_type
@@ -119,20 +123,11 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     """List the store's operations, newest first, with the refs each one moved.
 
     Filters combine: `--ref` (ops that moved that ref, also after it was deleted), `--actor`,
-    `--kind`, `--since`/`--until` (RFC 3339). Page with `--before next_before` (older) or
+    `--kind`, `--since`/`--until` (RFC 3339 times, or durations before now: `15m`, `2h`, `7d`). Page with `--before next_before` (older) or
     `--after next_after` (newer). Reading a page costs the same on a log of any length.
     Never writes to the store.
     """
-    query = queries.LogQuery(
-        limit=req.limit,
-        before=req.before,
-        after=req.after,
-        ref=names.check_ref_name(req.ref) if req.ref is not None else None,
-        actor=names.check_actor(req.actor) if req.actor is not None else None,
-        kind=req.kind,
-        since=names.parse_time(req.since, field="since", round_up=True) if req.since is not None else None,
-        until=names.parse_time(req.until, field="until") if req.until is not None else None,
-    )
+    query = log_query(req, req.limit)
     store = ctx.store()
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
@@ -147,6 +142,21 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     if req.reverse:
         result.ops.reverse()
     return result
+
+
+def log_query(filters: Any, limit: int) -> queries.LogQuery:
+    """The op log query of the filters `op log` takes (`filters` has its fields: before, after,
+    ref, actor, kind, since, until), each checked; `op revert` selects its ops with it too."""
+    return queries.LogQuery(
+        limit=limit,
+        before=filters.before,
+        after=filters.after,
+        ref=names.check_ref_name(filters.ref) if filters.ref is not None else None,
+        actor=names.check_actor(filters.actor) if filters.actor is not None else None,
+        kind=filters.kind,
+        since=names.parse_time(filters.since, field="since", round_up=True) if filters.since is not None else None,
+        until=names.parse_time(filters.until, field="until") if filters.until is not None else None,
+    )
 
 
 def op_show(ctx: Context, req: OpShowReq) -> OpRecord:
@@ -166,7 +176,10 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     A ref moved since stops it (E_CAS_MISMATCH, nothing written): `error.details.conflicts`
     lists each ref with what was expected, what is there and the later ops that moved it, and
     `error.next` names the later op to undo first. Run again, an undo is a replay
-    (`already_applied`, the op of the undo that did it, nothing written). An op that moved no
+    (`already_applied`, the op of the undo that did it, nothing written) when every ref still
+    names what that undo left it naming; a ref moved after the undo is E_CAS_MISMATCH, with
+    `details.undone_by` and the ops that moved it, never a report of a restore that is not
+    there. An op that moved no
     ref gives E_NOTHING_TO_UNDO. Undoing an undo redoes the original moves. `@` names the newest
     op by the calling actor, so one agent's undo never takes back another's work by accident.
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
@@ -206,15 +219,19 @@ def _undo(
     description: str | None = None,
 ) -> UndoResult:
     prior = queries.undo_in_effect(conn, target)
+    record = queries.op_records(conn, [target])[0]
     if prior is not None:
         done = queries.op_records(conn, [prior])[0]
+        # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
+        moved = {m["name"] for m in record["ref_moves"]}
+        undone_moves = [m for m in done["ref_moves"] if m["name"] in moved]
+        _check_still_undone(conn, target, prior, undone_moves)
         return UndoResult(
             undone=target,
             op=prior,
-            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in done["ref_moves"]],
+            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in undone_moves],
             already_applied=True,
         )
-    record = queries.op_records(conn, [target])[0]
     if not record["ref_moves"]:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
@@ -247,6 +264,26 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
         f"cannot undo op {target}: {names_moved} moved since; nothing was written",
         details={"op": target},
         hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
+        if later is not None
+        else "Re-read the refs; nothing was written.",
+        next=UNDO.call(op=later) if later is not None else None,
+    )
+
+
+def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[dict]) -> None:
+    """A replay reports the undo in effect only if every ref still names what that undo left it
+    naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
+    expected = [Move(m["name"], old=m["new"], new=m["new"]) for m in moved]
+    found = conflicts.find(conn, expected, since=prior)
+    if not found:
+        return
+    later = max((op for c in found for op in c.moved_by), default=None)
+    names_moved = conflicts.listed(found)
+    raise conflicts.cas_mismatch(
+        found,
+        f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
+        details={"op": target, "undone_by": prior},
+        hint=f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it."
         if later is not None
         else "Re-read the refs; nothing was written.",
         next=UNDO.call(op=later) if later is not None else None,

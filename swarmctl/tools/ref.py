@@ -156,9 +156,11 @@ def _described(context: str | None, what: str) -> str:
 def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     """Point a ref at a changeset, creating the ref if needed, as one op. With `--expect OLD` or
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
-    nothing is written. Setting a ref to what it already names writes nothing (`op` is null)."""
+    nothing is written. Setting a ref to what it already names writes nothing (`op` is null).
+    A name that reads as a changeset id (4 to 64 lowercase hex characters) is E_INVALID_ARG:
+    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins."""
     actor = ctx.require_actor()
-    name = names.check_ref_name(req.name)
+    name = names.check_new_ref_name(req.name)
     _check_expect(name, req.expect)
     if req.create and req.expect is not None:
         raise SwarmError("E_INVALID_ARG", "--expect and --create exclude each other", details={"fields": ["expect", "create"]})

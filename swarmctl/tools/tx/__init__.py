@@ -83,7 +83,7 @@ def tx_set(ctx: Context, req: TxSetReq) -> TxStageResult:
     (E_NOT_FOUND). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
-    name = names.check_ref_name(req.name)
+    name = names.check_new_ref_name(req.name)
     with ctx.store().write(actor) as w:
         tx = _open_active(w.conn, actor, "stage")
         new = resolve_changeset(ctx, w.conn, req.target)

@@ -182,7 +182,7 @@ def _ref_table(value: Any, step: str, key: str, fields: tuple[str, ...]) -> dict
     shape = "{ " + ", ".join(f'{f} = "..."' for f in fields) + " }"
     if not isinstance(value, dict) or set(value) != set(fields) or not all(isinstance(value[f], str) for f in fields):
         raise invalid(f"step {step}: `{key}` must be {shape}", step=step, key=key)
-    problem = names.ref_name_problem(value["name"])
+    problem = (names.new_ref_name_problem if key == "ref_set" else names.ref_name_problem)(value["name"])
     if problem:
         raise invalid(f"step {step}: `{key}.name` {value['name']!r} is not a valid ref name: {problem}", step=step, key=f"{key}.name")
     if "to" in value and not value["to"].strip():

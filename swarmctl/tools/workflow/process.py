@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from swarmctl import pids, secrets
+from swarmctl.envelope import Terminated
 
 TAIL_BYTES = 4096
 # How much of the end of an output is scrubbed of secrets before its tail is cut from it: a
@@ -169,7 +170,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise Terminated(f"signal {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, interrupt)
     try:

@@ -1,0 +1,255 @@
+"""`op revert`: take back every op a filter selects (an actor's, a range's, a ref's), in one op of
+kind `revert`, by compare-and-swap, all or nothing.
+
+How a selection's effect is worked out, ref by ref: the net effect of the selected ops on a ref
+is to put it back to what it named before its oldest selected move. That is safe only if nothing
+but the selection moved the ref since: every later move must be by a selected op, or by an op
+that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
+undo cancel out). Any other move, even one later moved back, is someone else's work in between,
+and stops the revert (E_CAS_MISMATCH, naming those ops).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NamedTuple
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type
+from swarmctl.store import Conn, Move, Writer, conflicts, queries, reverts
+from swarmctl.tools.common import OpNumber
+from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
+
+# The most ops one revert may select: a larger selection is refused, never cut silently.
+MAX_SELECTION = 100_000
+
+_FILTERS = ("actor", "ref", "kind", "after", "before", "since", "until")
+
+
+@request_type
+class OpRevertReq:
+    """`op_revert` (CLI `op revert`): take back every op the filters select, in one op."""
+
+    actor: str | None = arg(None, description="Select the ops by this actor (kind/name).", cli=Cli(complete="actors"))
+    ref: str | None = arg(
+        None,
+        description="Select the ops that moved this ref (every move of those ops is taken back).",
+        cli=Cli(complete="refs"),
+    )
+    kind: OpKind | None = arg(None, description="Select the ops of this kind.")
+    after: Annotated[int, Range(0)] | None = arg(
+        None, description="Select only ops after this op number (exclusive).", cli=Cli(metavar="OP", complete="ops")
+    )
+    before: OpNumber | None = arg(
+        None, description="Select only ops before this op number (exclusive).", cli=Cli(metavar="OP", complete="ops")
+    )
+    since: str | None = arg(None, description="Select only ops at or after this RFC 3339 time.")
+    until: str | None = arg(None, description="Select only ops at or before this RFC 3339 time.")
+    dry_run: bool = arg(False, description="List what would be taken back and any conflicts; write nothing.")
+
+
+@result_type
+class RevertResult:
+    reverted: list[int]
+    op: int | None
+    ref_moves: list[UndoMove]
+    already_applied: bool
+
+
+def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
+    """Take back every op the filters select, as one new op (kind `revert`), by compare-and-swap
+    in one transaction: all of it or nothing. The filters are those of `op log` (`--actor`,
+    `--ref`, `--kind`, `--after OP`, `--before OP`, both exclusive, `--since`, `--until`); at
+    least one is required, and every matching op is selected (more than 100,000 is
+    E_INVALID_ARG). With `--ref`, all the moves of the ops that moved that ref are taken back.
+
+    Each ref the selected ops moved goes back to what it named before its oldest selected move.
+    Ops already undone, and undos whose op is selected too, cancel out; an undo selected without
+    its op is taken back like any op (that redoes). A ref that anyone outside the selection moved
+    after its oldest selected move (even if it was later moved back) stops it: E_CAS_MISMATCH,
+    nothing written, `error.details.conflicts` naming those ops in `moved_by`, and `error.next`
+    the undo of the newest of them (or widen the selection to include them). Each op taken back
+    gets `undone_by` = the revert; `op undo` of the revert takes it all back. Run again with the
+    same selection, it is a replay (`already_applied`, the revert that did it, nothing written).
+    A selection with nothing to take back is E_NOTHING_TO_UNDO. `--dry-run` lists what would be
+    taken back and the conflicts, and writes nothing. Changesets are never removed.
+    """
+    given = {f: getattr(req, f) for f in _FILTERS if getattr(req, f) is not None}
+    if not given:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "op revert needs at least one filter, so that it never takes back the whole log by accident",
+            details={"filters": [f"--{f}" for f in _FILTERS]},
+            hint="Select the ops with --actor, --ref, --kind, --after, --before, --since or --until "
+            "(as in `swarmctl op log`); preview with --dry-run.",
+        )
+    query = log_query(req, MAX_SELECTION)
+    actor = ctx.require_actor("a revert is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
+    store = ctx.store()
+    if req.dry_run:
+        with store.read() as conn:
+            return _revert(conn, query, given, actor, names.now(), writer=None)
+    with store.write(actor) as w:
+        return _revert(w.conn, query, given, actor, w.at, writer=w)
+
+
+class _NetEffect(NamedTuple):
+    moves: list[Move]  # one per ref that does not name already what it named before the selection
+    names: list[str]  # every ref the selected ops moved, in the order they first moved it
+
+
+def _revert(
+    conn: Conn, query: queries.LogQuery, given: dict[str, Any], actor: str, at: str, *, writer: Writer | None
+) -> RevertResult:
+    selected = _select(conn, query, given)
+    moves = reverts.ref_moves_of(conn, selected)
+    if not moves:
+        raise _nothing_to_undo(given, selected, "none of them moved a ref")
+    effect = _net_effect(conn, selected, moves, given)
+    in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(op for op, *_ in moves)}
+    if not effect.moves:
+        replay = _replay(conn, selected, effect.names, in_effect)
+        if replay is not None:
+            return replay
+        raise _nothing_to_undo(given, selected, "every ref they moved already names what it named before them")
+    taken_back = _taken_back(conn, selected, in_effect)
+    op = None
+    if writer is not None:
+        described = " ".join(OP_REVERT.argv(**given)[3:])
+        op = writer.append_op("revert", f"revert {len(taken_back)} op(s) selected by {described}", effect.moves)
+        reverts.record(writer, taken_back)
+    return RevertResult(
+        reverted=taken_back,
+        op=op,
+        ref_moves=[UndoMove(m.name, m.new, actor, at) for m in effect.moves],
+        already_applied=False,
+    )
+
+
+def _select(conn: Conn, query: queries.LogQuery, given: dict[str, Any]) -> list[int]:
+    """The selected ops, oldest first; refused past MAX_SELECTION."""
+    found, more = queries.op_log(conn, query)
+    if more:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"the filters select more than {MAX_SELECTION:,} ops; a revert takes back at most that many at once",
+            details={"filters": given, "max": MAX_SELECTION},
+            hint="Narrow the selection (--after/--before, --since/--until) and revert it in parts; nothing was written.",
+        )
+    return sorted(found)
+
+
+def _scope(conn: Conn, selected: list[int]) -> set[int]:
+    """The selected ops and every op that took one of them back, down the chain (its undo, the
+    undo of that undo, a revert of it, ...): moves by these are the selection's own."""
+    scope = set(selected)
+    todo = list(selected)
+    while todo:
+        for undo in queries.undos_of(conn, todo.pop()):
+            if undo not in scope:
+                scope.add(undo)
+                todo.append(undo)
+    return scope
+
+
+def _net_effect(
+    conn: Conn, selected: list[int], moves: list[tuple[int, str, str | None, str | None]], given: dict[str, Any]
+) -> _NetEffect:
+    """Each ref back to what it named before its oldest selected move, or the conflicts."""
+    first: dict[str, tuple[int, str | None]] = {}  # name -> (oldest selected op that moved it, what it named before)
+    newest: dict[str, str | None] = {}  # name -> what the newest selected move left
+    for op, name, old, new in moves:
+        first.setdefault(name, (op, old))
+        newest[name] = new
+    scope = _scope(conn, selected)
+    found, net = [], []
+    for name, (oldest, before) in first.items():
+        outside = [op for op in queries.moves_after(conn, name, oldest) if op not in scope]
+        actual = queries.ref_target(conn, name)
+        if outside:
+            found.append(conflicts.Conflict(name, newest[name], actual, outside))
+        elif actual != before:
+            net.append(Move(name, old=actual, new=before))
+    if found:
+        raise _moved_by_others(found, given, len(selected))
+    return _NetEffect(net, list(first))
+
+
+def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
+    """The selected ops the revert takes back (they get `undone_by`): those that moved a ref and
+    are in effect, but not an undo (or revert) whose op(s) are selected too: such a pair cancels."""
+    chosen = set(selected)
+    kinds = reverts.kinds_of(conn, list(in_effect))
+    taken = []
+    for op, undone_by in in_effect.items():
+        kind, undoes = kinds[op]
+        if undone_by is not None or undoes in chosen:
+            continue
+        if kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen:
+            continue
+        taken.append(op)
+    return taken
+
+
+def _replay(
+    conn: Conn, selected: list[int], moved: list[str], in_effect: dict[int, int | None]
+) -> RevertResult | None:
+    """The revert already in effect for this selection, if a revert took its ops back."""
+    undoers = sorted({u for u in in_effect.values() if u is not None})
+    kinds = reverts.kinds_of(conn, undoers)
+    done = [u for u in undoers if kinds[u][0] == "revert"]
+    if not done:
+        return None
+    revert = done[-1]
+    record = queries.op_records(conn, [revert])[0]
+    return RevertResult(
+        reverted=sorted(set(reverts.targets_of(conn, revert)) & set(selected)),
+        op=revert,
+        ref_moves=[UndoMove(m["name"], m["new"], record["actor"], record["at"]) for m in record["ref_moves"] if m["name"] in moved],
+        already_applied=True,
+    )
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def _nothing_to_undo(given: dict[str, Any], selected: list[int], why: str) -> SwarmError:
+    count = len(selected)
+    message = "no op matches the filters" if not count else f"the filters select {count} op(s), but {why}"
+    return SwarmError(
+        "E_NOTHING_TO_UNDO",
+        f"{message}: nothing to take back",
+        details={"filters": given, "selected": count},
+        hint="`swarmctl op log` with the same filters lists what they select. Changesets are never removed; only ref moves are taken back.",
+    )
+
+
+def _moved_by_others(found: list[conflicts.Conflict], given: dict[str, Any], count: int) -> SwarmError:
+    others = sorted({op for c in found for op in c.moved_by})
+    listed = ", ".join(map(str, others))
+    return conflicts.cas_mismatch(
+        found,
+        f"cannot revert: ops outside the selection moved {conflicts.listed(found)} after the selected ops did; nothing was written",
+        details={"filters": given, "selected": count},
+        hint=f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {others[-1]}`), "
+        "or widen the selection to include them; then revert again.",
+        next=UNDO.call(op=others[-1]),
+    )
+
+
+# --- registry entry ----------------------------------------------------------------------------
+
+OP_REVERT = Tool(
+    name="op_revert",
+    cli=("op", "revert"),
+    title="Revert ops",
+    summary="Take back every op a filter selects (by actor, ref, kind or range), as one op.",
+    request=OpRevertReq,
+    result=RevertResult,
+    run=op_revert,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
+    mutates=True,
+)
+
+TOOLS = [OP_REVERT]

@@ -1,0 +1,79 @@
+"""`op restore OP`: every ref back to what it named right after an op, previewed, then confirmed
+against the head the preview saw."""
+
+from core_helpers import AGENT, ALICE, as_, file_digests, op_count, problems, refs
+from conftest import build_golden_store
+
+
+def test_preview_then_confirm_with_the_call_the_preview_gives(sw, golden):
+    ids = build_golden_store(sw)
+    before = (op_count(sw.store), file_digests(sw.store))
+    preview = sw(*as_(sw, ALICE), "op", "restore", "4")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert preview.result["action"] == "preview" and preview.result["head"] == 6 and preview.result["op"] is None
+    assert preview.result["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "4", "--confirm", "--expect-head", "6"]
+    confirmed = sw(*preview.result["next"]["argv"][1:])
+    assert confirmed.result["action"] == "restored" and confirmed.result["op"] == 7
+    assert confirmed.result["ref_moves"] == [{**m, "at": confirmed.result["ref_moves"][0]["at"]} for m in preview.result["ref_moves"]]
+    # As right after op 4: main as op 3 left it, release/v1 as op 4 created it.
+    third = sw.ok("--repo", str(sw.store), "op", "show", "3")["ref_moves"][0]["new"]
+    assert refs(sw.store) == {"main": third, "release/v1": ids["base"]}
+    log = sw("--repo", str(sw.store), "op", "log", "--kind", "restore")
+    assert [o["op"] for o in log.result["ops"]] == [7]
+    assert problems(sw.store) == []
+    assert sw.transcript(preview, confirmed, log) == golden
+
+
+def test_restore_to_before_a_ref_existed_and_after_it_was_deleted(sw, golden):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "feature/x", "main", "--create")  # 7
+    # Right after op 3 neither release/v1 (op 4) nor feature/x (op 7) existed: both are deleted.
+    early = sw(*as_(sw, ALICE), "op", "restore", "3", "--confirm", "--expect-head", "7")  # 8
+    third = sw.ok("--repo", str(sw.store), "op", "show", "3")["ref_moves"][0]["new"]
+    assert refs(sw.store) == {"main": third}
+    undo = sw(*as_(sw, ALICE), "op", "undo", "8")  # 9: takes the restore back
+    assert set(refs(sw.store)) == {"main", "release/v1", "feature/x"}
+    sw.ok(*as_(sw, ALICE), "ref", "delete", "release/v1")  # 10
+    sw.ok(*as_(sw, ALICE), "ref", "delete", "feature/x")  # 11
+    # Right after op 7 both existed: they are recreated.
+    late = sw(*as_(sw, ALICE), "op", "restore", "7", "--confirm", "--expect-head", "11")  # 12
+    assert refs(sw.store) == {"main": ids["fix"], "release/v1": ids["fix"], "feature/x": ids["fix"]}
+    undo_late = sw(*as_(sw, ALICE), "op", "undo", "12")
+    assert refs(sw.store) == {"main": ids["fix"]}
+    assert problems(sw.store) == []
+    assert sw.transcript(early, undo, late, undo_late) == golden
+
+
+def test_refused_when_the_store_moved_after_the_preview(sw, golden):
+    build_golden_store(sw)
+    preview = sw.ok(*as_(sw, ALICE), "op", "restore", "4")
+    sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Hotfix", "--ref", "main")  # 7, after the preview
+    sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Notes")  # 8 moves no ref: still a move of the head
+    before = (op_count(sw.store), file_digests(sw.store))
+    refused = sw(*preview["next"]["argv"][1:])
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert refused.exit == 3 and refused.error["code"] == "E_CAS_MISMATCH"
+    details = refused.error["details"]
+    assert (details["expect_head"], details["head"], details["ops_since"]) == (6, 8, [7, 8])
+    assert [(c["name"], c["moved_by"]) for c in details["conflicts"]] == [("main", [7])]
+    assert refused.error["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "4"]  # preview again
+    assert sw.transcript(refused) == golden
+
+
+def test_ref_limits_it_and_bad_calls_are_refused(sw, golden):
+    ids = build_golden_store(sw)
+    only = sw(*as_(sw, ALICE), "op", "restore", "2", "--ref", "release/v1")
+    assert [m["name"] for m in only.result["ref_moves"]] == ["release/v1"]
+    assert only.result["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "2", "--ref", "release/v1", "--confirm", "--expect-head", "6"]
+    done = sw.ok(*only.result["next"]["argv"][1:])
+    assert done["op"] == 7 and refs(sw.store) == {"main": ids["fix"]}
+    before = (op_count(sw.store), file_digests(sw.store))
+    never = sw(*as_(sw, ALICE), "op", "restore", "2", "--ref", "nope")
+    unconfirmed = sw(*as_(sw, ALICE), "op", "restore", "2", "--confirm")
+    nothing_preview = sw(*as_(sw, ALICE), "op", "restore", "7")
+    nothing = sw(*as_(sw, ALICE), "op", "restore", "7", "--confirm", "--expect-head", "7")
+    no_op = sw(*as_(sw, ALICE), "op", "restore", "99")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert [r.exit for r in (never, unconfirmed, nothing, no_op)] == [4, 2, 7, 4]
+    assert nothing_preview.result["ref_moves"] == [] and nothing_preview.result["next"] is None
+    assert sw.transcript(never, unconfirmed, nothing_preview, nothing) == golden

@@ -1,0 +1,256 @@
+"""`op revert`: take back every op a filter selects, in one op, with the safety of `op undo`."""
+
+import json
+
+import pytest
+import signal
+import sqlite3
+import subprocess
+
+from core_helpers import AGENT, ALICE, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
+from conftest import Swarm, build_golden_store, swarmctl_argv
+
+from swarmctl.tools.revert import MAX_SELECTION
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+def build_interleaved(sw: Swarm) -> dict[str, str]:
+    """An agent's five ops (3, 5, 7, 9, 10) on its own refs, interleaved with a person's ops
+    (2, 4, 6, 8) on main and docs. Returns the changeset ids by name."""
+    ids = {}
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    ids["base"] = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Initial import", "--ref", "main")["changeset"]["id"]  # 2
+    sw.ok(*as_(sw, AGENT), "ref", "set", "agent/a", "main", "--create")  # 3
+    sw.ok(*as_(sw, ALICE), "ref", "set", "docs", "main", "--create")  # 4
+    ids["a1"] = sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Agent change 1", "--ref", "agent/a")["changeset"]["id"]  # 5
+    ids["docs1"] = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Docs 1", "--ref", "docs")["changeset"]["id"]  # 6
+    sw.ok(*as_(sw, AGENT), "ref", "set", "agent/b", "main", "--create")  # 7
+    ids["main1"] = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Main work", "--ref", "main")["changeset"]["id"]  # 8
+    ids["b1"] = sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Agent change 2", "--ref", "agent/b")["changeset"]["id"]  # 9
+    sw.ok(*as_(sw, AGENT), "ref", "set", "agent/a", "agent/b")  # 10
+    return ids
+
+
+def undone_by(sw: Swarm, *ops: int) -> list[int | None]:
+    return [sw.ok("--repo", str(sw.store), "op", "show", str(op))["undone_by"] for op in ops]
+
+
+def test_revert_by_actor_takes_back_exactly_the_agents_refs(sw, golden):
+    ids = build_interleaved(sw)
+    people = {n: t for n, t in refs(sw.store).items() if not n.startswith("agent/")}
+    dry = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT, "--dry-run")
+    assert op_count(sw.store) == 10
+    ran = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert ran.result["reverted"] == [3, 5, 7, 9, 10] and ran.result["op"] == 11
+    assert dry.result["ref_moves"] == [{**m, "at": dry.result["ref_moves"][0]["at"]} for m in ran.result["ref_moves"]]
+    # The agent's refs are gone (it created them); the person's refs are as the person left them.
+    assert refs(sw.store) == people == {"main": ids["main1"], "docs": ids["docs1"]}
+    assert undone_by(sw, 3, 5, 7, 9, 10) == [11] * 5
+    assert undone_by(sw, 2, 4, 6, 8) == [None] * 4
+    log = sw("--repo", str(sw.store), "op", "log", "--kind", "revert")
+    assert [o["op"] for o in log.result["ops"]] == [11]
+    assert problems(sw.store) == []
+    assert sw.transcript(dry, ran, log) == golden
+
+
+def test_a_person_in_between_on_the_same_ref_stops_it(sw, golden):
+    build_golden_store(sw)  # the agent moved main at 3 and 5; alice created release/v1 at 4
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Alice on main", "--ref", "main")  # 7
+    sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Agent again", "--ref", "main")  # 8
+    before = (op_count(sw.store), file_digests(sw.store))
+    refused = sw(*as_(sw, AGENT), "op", "revert", "--actor", AGENT)
+    dry = sw(*as_(sw, AGENT), "op", "revert", "--actor", AGENT, "--dry-run")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert refused.exit == 3 and refused.error["code"] == "E_CAS_MISMATCH"
+    assert dry.envelope["error"] == refused.error  # the dry run predicts it
+    [conflict] = refused.error["details"]["conflicts"]
+    assert (conflict["name"], conflict["moved_by"]) == ("main", [7])  # alice's op only, not the agent's own
+    # `next` runs as written: it names the store and the actor (issue 8).
+    assert refused.error["next"]["argv"] == ["swarmctl", *as_(sw, AGENT), "op", "undo", "7"]
+    assert sw.transcript(refused) == golden
+
+
+def test_a_person_in_between_stops_it_even_when_moved_back(sw):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["base"])  # 7: alice moves main...
+    sw.ok(*as_(sw, ALICE), "op", "undo", "7")  # 8: ...and takes it back
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["base"])  # 9: and again...
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["fix"])  # 10: ...and back by hand
+    error = sw(*as_(sw, AGENT), "op", "revert", "--actor", AGENT).error
+    assert error["code"] == "E_CAS_MISMATCH"
+    [conflict] = error["details"]["conflicts"]
+    assert conflict["name"] == "main" and conflict["moved_by"] == [7, 8, 9, 10]
+    assert conflict["expected"] == conflict["actual"] == ids["fix"]  # back where the agent left it, still refused
+    # Widening the selection to include alice's ops makes it the whole range: then it goes.
+    widened = sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "2")
+    assert refs(sw.store) == {"main": ids["base"]}  # release/v1 (created at 4) is gone, main as op 2 left it
+    assert widened["reverted"] == [3, 4, 5, 6, 9, 10]  # 7 and its undo 8 cancel
+    assert problems(sw.store) == []
+
+
+def test_an_op_and_its_undo_in_one_selection_cancel(sw, golden):
+    ids = build_interleaved(sw)
+    sw.ok(*as_(sw, AGENT), "op", "undo", "10")  # 11: agent/a back to a1
+    ran = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT, "--after", "8")  # 9, 10 and 11
+    assert ran.result["reverted"] == [9]  # 10 and its undo 11 cancel; 9 is taken back
+    assert refs(sw.store)["agent/b"] == ids["base"] and refs(sw.store)["agent/a"] == ids["a1"]
+    assert undone_by(sw, 9, 10, 11) == [12, 11, None]
+    # Only the pair selected: nothing to take back.
+    nothing = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT, "--after", "9", "--before", "12")
+    assert nothing.exit == 7 and nothing.error["code"] == "E_NOTHING_TO_UNDO"
+    assert problems(sw.store) == []
+    assert sw.transcript(ran, nothing) == golden
+
+
+def test_an_op_someone_else_undid_cancels_and_does_not_conflict(sw):
+    ids = build_interleaved(sw)
+    sw.ok(*as_(sw, ALICE), "op", "undo", "10")  # 11: alice takes back the agent's op 10
+    ran = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert ran["reverted"] == [3, 5, 7, 9]
+    assert "agent/a" not in refs(sw.store) and "agent/b" not in refs(sw.store)
+    assert undone_by(sw, 10) == [11]
+    assert ids["a1"]  # a1 stays in the store: changesets are never removed
+    assert problems(sw.store) == []
+
+
+def test_an_undo_selected_without_its_op_is_taken_back_which_redoes(sw):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "op", "undo", "6")  # 7: release/v1 back to base
+    ran = sw.ok(*as_(sw, AGENT), "op", "revert", "--actor", ALICE, "--after", "6")
+    assert ran["reverted"] == [7] and refs(sw.store)["release/v1"] == ids["fix"]
+    assert undone_by(sw, 6, 7) == [None, 8]  # op 6 is in effect again
+
+
+def test_run_again_is_a_replay_that_writes_nothing(sw, golden):
+    build_interleaved(sw)
+    first = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    before = (op_count(sw.store), file_digests(sw.store))
+    again = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    by_agent = sw(*as_(sw, AGENT), "op", "revert", "--actor", AGENT, "--dry-run")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert again.result == {**first.result, "already_applied": True}
+    assert by_agent.result == again.result
+    # `op undo` of one reverted op is a replay too, naming the revert and only that op's refs.
+    undo = sw.ok(*as_(sw, AGENT), "op", "undo", "7")
+    assert (undo["op"], undo["already_applied"], [m["name"] for m in undo["ref_moves"]]) == (11, True, ["agent/b"])
+    assert sw.transcript(first, again) == golden
+
+
+def test_revert_of_a_revert_and_undo_of_a_revert(sw, golden):
+    ids = build_interleaved(sw)
+    after_agent = refs(sw.store)
+    sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 11
+    back = sw(*as_(sw, ALICE), "op", "revert", "--kind", "revert")  # 12: reverts 11
+    assert back.result["reverted"] == [11] and refs(sw.store) == after_agent
+    assert undone_by(sw, 3, 10, 11) == [None, None, 12]
+    # Undo of that (13) puts the first revert back in effect; undo of 13 again takes it back.
+    undo = sw(*as_(sw, ALICE), "op", "undo", "12")
+    assert refs(sw.store) == {"main": ids["main1"], "docs": ids["docs1"]}
+    assert undone_by(sw, 3, 11, 12) == [11, None, 13]
+    redo = sw(*as_(sw, ALICE), "op", "undo", "13")
+    assert refs(sw.store) == after_agent and undone_by(sw, 3, 11) == [None, 12]
+    assert problems(sw.store) == []
+    assert sw.transcript(back, undo, redo) == golden
+
+
+def test_a_ref_selection_takes_back_every_move_of_those_ops(sw):
+    ids = build_golden_store(sw)
+    for command in (("tx", "begin"), ("tx", "set", "main", ids["base"]), ("tx", "set", "release/v2", "main"), ("tx", "commit")):
+        sw.ok(*as_(sw, AGENT), *command)  # op 7 moves main and creates release/v2
+    ran = sw.ok(*as_(sw, AGENT), "op", "revert", "--ref", "release/v2")
+    assert ran["reverted"] == [7]
+    assert refs(sw.store) == {"main": ids["fix"], "release/v1": ids["fix"]}
+
+
+def test_filters_are_required_and_checked(sw, golden):
+    build_golden_store(sw)
+    before = (op_count(sw.store), file_digests(sw.store))
+    none = sw(*as_(sw, AGENT), "op", "revert")
+    nobody = sw("--repo", str(sw.store), "op", "revert", "--actor", AGENT)
+    matches_nothing = sw(*as_(sw, AGENT), "op", "revert", "--actor", "ci/release")
+    no_moves = sw(*as_(sw, AGENT), "op", "revert", "--kind", "init")
+    bad_time = sw(*as_(sw, AGENT), "op", "revert", "--since", "yesterday")
+    bad_actor = sw(*as_(sw, AGENT), "op", "revert", "--actor", "nobody")
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert [r.exit for r in (none, nobody, matches_nothing, no_moves, bad_time, bad_actor)] == [2, 6, 7, 7, 2, 2]
+    assert sw.transcript(none, nobody, matches_nothing, no_moves) == golden
+
+
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
+def test_a_selection_over_the_bound_is_refused_not_cut(sw):
+    build_golden_store(sw)
+    # MAX_SELECTION + 1 ops by one actor, written straight into the store's tables (ops that
+    # move no ref, at the newest op's time): the refusal must come before any work.
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    at = conn.execute("SELECT MAX(at) FROM ops").fetchone()[0]
+    with conn:
+        conn.executemany(
+            "INSERT INTO ops(kind, actor, at, description) VALUES ('changeset_create', 'agent/bulk', ?, 'bulk')",
+            [(at,)] * (MAX_SELECTION + 1),
+        )
+    conn.close()
+    before = (op_count(sw.store), file_digests(sw.store))
+    refused = sw(*as_(sw, AGENT), "op", "revert", "--actor", "agent/bulk")
+    assert refused.exit == 2 and refused.error["code"] == "E_INVALID_ARG"
+    assert refused.error["details"]["max"] == MAX_SELECTION == 100_000
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    # Exactly the bound is a selection (of ops that moved no ref).
+    assert sw(*as_(sw, AGENT), "op", "revert", "--actor", "agent/bulk", "--after", "7").error["code"] == "E_NOTHING_TO_UNDO"
+
+
+def test_a_revert_killed_before_commit_writes_nothing(sw):
+    build_interleaved(sw)
+    before = (op_count(sw.store), refs(sw.store))
+    with paused_at_commit(sw, "--repo", str(sw.store), "--as", ALICE, "op", "revert", "--actor", AGENT) as proc:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert (op_count(sw.store), refs(sw.store)) == before
+    assert problems(sw.store) == []
+    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)["op"] == 11
+
+
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
+def test_a_store_made_before_reverts_gets_its_table_with_its_first_revert(sw):
+    build_interleaved(sw)
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    with conn:
+        conn.execute("DROP TABLE op_reverts")  # as a store made by the release before reverts
+    conn.close()
+    assert sw.ok("--repo", str(sw.store), "op", "show", "3")["undone_by"] is None  # reads work as they are
+    sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert undone_by(sw, 3) == [11]
+    check = connect(sw.store)
+    assert check.execute("SELECT COUNT(*) FROM op_reverts").fetchone()[0] == 5
+    check.close()
+    assert problems(sw.store) == []
+
+
+def test_revert_runs_as_a_real_process_too(sw):
+    build_interleaved(sw)
+    ran = sw.process(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert ran.exit == 0, ran.stderr
+    assert ran.result["reverted"] == [3, 5, 7, 9, 10] and "agent/a" not in refs(sw.store)
+
+
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
+def test_the_store_check_finds_a_revert_record_that_points_forward(sw):
+    build_interleaved(sw)
+    sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 11
+    assert problems(sw.store) == []
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    with conn:
+        conn.execute("INSERT INTO op_reverts(op, target) VALUES (3, 11)")  # op 3 is no revert, 11 is later
+    conn.close()
+    # The record is also content of op 3 in the op log's hash chain, which now breaks there.
+    assert [p.check for p in problems(sw.store)] == ["reverts_earlier_op", "hash_chain"]
+
+
+def test_two_reverts_at_once_one_acts_the_other_replays(sw):
+    build_interleaved(sw)
+    argv = [*swarmctl_argv(), "--repo", str(sw.store), "--as", ALICE, "op", "revert", "--actor", AGENT]
+    procs = [subprocess.Popen(argv, cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    results = sorted((e["result"]["op"], e["result"]["already_applied"]) for e in outcomes)
+    assert results == [(11, False), (11, True)], outcomes
+    assert op_count(sw.store) == 11 and problems(sw.store) == []
