@@ -9,7 +9,10 @@ which costs more than the rest of the command together.
 `arg()` declares one request field: `description`, `min_length`, `max_length` and `examples`
 are pydantic `Field` arguments (pydantic reads them from the dataclass field's metadata); `cli`
 says how the field appears on the command line. Integer bounds are a `Range` in the field's
-annotation, read by pydantic at the JSON doors and by Typer at the CLI.
+annotation, read by pydantic at the JSON doors and by Typer at the CLI. Two more are read only
+at the JSON doors (`swarmctl/fields.py`): `json_aliases`, other names the field may be sent as
+(`workflow_id` for `workflow`), and `json_bool`, the value a JSON `true`/`false` stands for
+(`acknowledge_unknown_effects: true` is `["all"]`). Say both in the field's description.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class Tool(NamedTuple):
     mutates: bool  # needs an identity and a writable store
     needs_store: bool = True
     mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
+    records: str | None = None  # the result's list, one record a line with `-o jsonl` (e.g. "ops")
     since: str = "0.1.0"
 
     @property

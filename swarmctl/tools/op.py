@@ -300,6 +300,7 @@ OP_LOG = Tool(
     run=op_log,
     annotations=READ,
     mutates=False,
+    records="ops",
 )
 
 OP_SHOW = Tool(

@@ -33,7 +33,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
 from swarmctl.spec import plain
-from swarmctl.store import Store, Writer
+from swarmctl.store import Store, Writer, without_store_password
 from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
@@ -195,7 +195,11 @@ class Executor:
                 f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
                 f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
             )
-        env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
+        # The store's password goes to a command only where its step's `env` names it.
+        env = {
+            **without_store_password(self.environ),
+            **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()},
+        }
 
         def started(group: pids.ProcessId) -> None:
             with self.store.write(self.actor) as w:
