@@ -4,7 +4,8 @@
 tool its name, title, description, `inputSchema` (the request type, each `$ref` inlined),
 `outputSchema` (the envelope: `structuredContent` is the whole envelope, so that is what a
 client validates) and annotations. `tools/call` runs the tool through `swarmctl.calls` (the
-path `swarmctl call` takes too) with a fresh Context per call, and returns the envelope as
+path `swarmctl call` takes too) with a fresh Context per call, on the store the server keeps
+open for its life (one connection per store: `OpenStores`), and returns the envelope as
 `structuredContent` and, compact, as the text of its one content block; `isError` is true
 exactly when `ok` is false. A tool error, a missing store (E_NOT_A_REPO) or a bad argument is
 one failed call: the server serves on.
@@ -33,7 +34,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from swarmctl import registry, schemas, version
 from swarmctl.calls import call_tool
-from swarmctl.context import Context
+from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import SwarmError, dumps
 from swarmctl.spec import Tool
 
@@ -73,10 +74,12 @@ def call_result(envelope: dict[str, Any]) -> dict[str, Any]:
 # --- the server -----------------------------------------------------------------------------
 
 
-def build_server(repo: str | None, actor: str | None) -> Server:
+def build_server(repo: str | None, actor: str | None, stores: OpenStores | None = None) -> Server:
     """A server for the store at `repo` (None: discovered from the working directory per call),
-    acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED)."""
+    acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED), on the connections
+    of `stores` (None: its own, for as long as the server lives)."""
     tools = {t.name: t for t in registry.mcp_tools()}
+    stores = stores if stores is not None else OpenStores()
     listing: list[dict[str, Any]] = []
 
     # The results are the SDK's models, which it shapes for the protocol version each client
@@ -90,7 +93,8 @@ def build_server(repo: str | None, actor: str | None) -> Server:
         # Tools run here, on the event loop's thread, one at a time: as the CLI runs them (a
         # tool may start processes or wait on the store's lock), and in the order they came.
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
-        envelope = call_tool(params.name, params.arguments, Context(repo=repo, actor=actor), tools, rejected=rejected)
+        ctx = Context(repo=repo, actor=actor, stores=stores)
+        envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
         return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(
@@ -105,13 +109,17 @@ def build_server(repo: str | None, actor: str | None) -> Server:
 
 def serve(repo: str | None, actor: str | None) -> int:
     """Serve MCP over stdin/stdout until the client closes stdin."""
-    server = build_server(repo, actor)
+    stores = OpenStores()
+    server = build_server(repo, actor, stores)
 
     async def main() -> None:
         async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        stores.close()
     return 0
 
 

@@ -4,6 +4,11 @@
 it runs in this process (the same `swarmctl.cli.run` the installed command calls), which keeps
 the suite fast; SWARMCTL_TEST_SUBPROCESS=1 runs every command as a real process instead, and
 tests that need real processes (races, kills, pipes) use `sw.process(...)`.
+
+Backends: `sw.store` is a local store's path, or, for a test marked
+`@pytest.mark.backends("sqlite", "postgres")` (or a module with that `pytestmark`), run once
+more with `sw.store` the URL of a fresh store on the session's throwaway PostgreSQL server
+(tests/pgcluster.py). Golden snapshots are shared: the URL is normalised to the path.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from golden import GoldenText, Normalizer
+from pgcluster import remove_cluster, start_cluster
 
 SUBPROCESS = os.environ.get("SWARMCTL_TEST_SUBPROCESS") == "1"
 
@@ -80,21 +86,40 @@ class Ran:
         return f"$ swarmctl {shlex.join(self.argv)}\nexit {self.exit}\n{self.stdout}"
 
 
-class Swarm:
-    """A user at a shell in a temporary directory, with no SWARMCTL_* variables set."""
+class StoreNormalizer(Normalizer):
+    """The normaliser, and a store's URL read as the local store's path it stands for."""
 
-    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, tmp: Path, url: str | None) -> None:
+        super().__init__(tmp)
+        self.url = url
+        self.path = str(tmp / "store")
+
+    def __call__(self, text: str) -> str:
+        if self.url:  # as a shell command line quotes it, then as it is
+            text = text.replace(shlex.quote(self.url), self.path).replace(self.url, self.path)
+        return super().__call__(text)
+
+
+class Swarm:
+    """A user at a shell in a temporary directory, with no SWARMCTL_* variables set.
+
+    `store` is where the test's store is (or is to be made): a path, or on PostgreSQL a URL."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch, url: str | None = None) -> None:
         self.tmp = tmp
         self.monkeypatch = monkeypatch
         self.cwd = tmp
+        self.url = url
+        self.backend = "postgres" if url else "sqlite"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_") and k != "NO_COLOR"}
-        self.normalize = Normalizer(tmp)
+        self.normalize = StoreNormalizer(tmp, url)
         for key in [k for k in os.environ if k.startswith("SWARMCTL_")]:
             monkeypatch.delenv(key)
 
     @property
-    def store(self) -> Path:
-        return self.tmp / "store"
+    def store(self):
+        """The test's store: a local path (Path), or the URL (str) of one on the server."""
+        return self.url if self.url else self.tmp / "store"
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
         if SUBPROCESS:
@@ -132,13 +157,37 @@ class Swarm:
 
     def transcript(self, *runs: Ran) -> str:
         """Runs as one golden text, normalised with one numbering of ids."""
-        normalize = Normalizer(self.tmp)
+        normalize = StoreNormalizer(self.tmp, self.url)
         return "\n".join(normalize(r.transcript()) for r in runs)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backends(*names): run the test on each kind of store named")
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", marker.args)
+
+
 @pytest.fixture
-def sw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Swarm:
-    return Swarm(tmp_path, monkeypatch)
+def backend() -> str:
+    """The kind of store a test runs on: "sqlite" unless its `backends` marker says more."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    cluster = start_cluster()
+    yield cluster
+    remove_cluster(cluster)
+
+
+@pytest.fixture
+def sw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, request) -> Swarm:
+    url = request.getfixturevalue("pg_cluster").new_store_url() if backend == "postgres" else None
+    return Swarm(tmp_path, monkeypatch, url)
 
 
 @pytest.fixture

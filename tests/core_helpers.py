@@ -29,6 +29,10 @@ def frozen_clock(monkeypatch):
     if SUBPROCESS:
         pytest.skip("a frozen clock needs commands run in this process")
     monkeypatch.setattr(names, "now", lambda: FROZEN)
+    # A store on PostgreSQL takes op times from the server's clock: stop that one too.
+    from swarmctl.store.postgres import PostgresStore
+
+    monkeypatch.setattr(PostgresStore, "_now", lambda self: FROZEN)
     return FROZEN
 
 
@@ -56,9 +60,62 @@ def build_log_store(sw: Swarm) -> dict[str, str]:
     return ids
 
 
-def connect(store: Path) -> sqlite3.Connection:
-    """A read-only look at the store's tables, bypassing swarmctl."""
+def connect(store: Path | str):
+    """A read-only look at the store's tables, bypassing swarmctl (on PostgreSQL, a connection
+    that takes the store's SQL, in the store's schema)."""
+    if isinstance(store, str):
+        import psycopg
+
+        from swarmctl.store.postgres.url import parse
+        from swarmctl.store.sql import PgConn
+
+        class Look(PgConn):  # `with connect(store) as conn:` as with sqlite3
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return None
+
+        url = parse(store)
+        raw = psycopg.connect(url.libpq, autocommit=True)
+        raw.execute(f'SET search_path TO "{url.schema}"')
+        return Look(raw)
     return sqlite3.connect(f"{(store / 'swarmops.db').as_uri()}?mode=ro", uri=True)
+
+
+@contextmanager
+def tamper(store: Path | str):
+    """A writable connection to the store's tables, bypassing swarmctl: to leave a record as a
+    crash or a newer swarmctl might have. Commits on leaving the block."""
+    if isinstance(store, str) and not store.startswith("/"):
+        conn = connect(store)  # autocommit
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    conn = sqlite3.connect(Path(store) / "swarmops.db")
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
+
+
+# On PostgreSQL, what a read must leave unchanged is every row of every table.
+_TABLES = ("meta", "head", "ops", "ref_moves", "changesets", "blobs", "refs", "txs", "tx_revisions",
+           "tx_baselines", "workflows", "workflow_steps", "op_reverts")
+
+
+def fold_wal(store: Path) -> None:
+    """Checkpoint the store's WAL into its database file and remove the -wal and -shm files, as
+    the last connection to close it leaves a store whose last connection did not write."""
+    conn = sqlite3.connect(store / "swarmops.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
 
 
 def op_count(store: Path) -> int:
@@ -93,6 +150,15 @@ def file_digests(store: Path) -> dict[str, str]:
     reader of a WAL database writes its read marks into. A WAL that is absent and one that is
     empty hold the same (nothing): a reader may create the empty file, as SQLite does.
     """
+    if isinstance(store, str):
+        conn = connect(store)
+        try:
+            return {
+                table: hashlib.sha256(repr(conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()).encode()).hexdigest()
+                for table in _TABLES
+            }
+        finally:
+            conn.close()
     digests = {}
     for name in ("swarmops.db", "swarmops.db-wal"):
         path = store / name

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE, AGENT, as_, file_digests, op_count, paused_at_commit, problems, refs
+from core_helpers import ALICE, AGENT, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
 from conftest import build_golden_store, swarmctl_argv
 
 from swarmctl.store import Move, Store
@@ -39,6 +39,7 @@ def three_ref_op(store: Path, ids: dict) -> int:
         s.close()
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_undo_of_three_refs_is_all_or_nothing(sw):
     ids = build_golden_store(sw)
     op = three_ref_op(sw.store, ids)  # 7
@@ -59,6 +60,7 @@ def test_undo_of_three_refs_is_all_or_nothing(sw):
     assert problems(sw.store) == []
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_undo_killed_before_commit_writes_none_of_its_moves(sw):
     ids = build_golden_store(sw)
     op = three_ref_op(sw.store, ids)
@@ -82,6 +84,7 @@ def kill_at_commit(sw, *args: str) -> int:
     return proc.returncode
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_killed_before_commit_leaves_no_trace(sw):
     ids = build_golden_store(sw)
     (sw.tmp / "big.txt").write_text("x" * 200_000)  # a blob, so the change spans several pages
@@ -90,7 +93,7 @@ def test_killed_before_commit_leaves_no_trace(sw):
     assert kill_at_commit(sw, *as_(sw, AGENT), "ref", "set", "release/v1", ids["base"]) == -9
     assert kill_at_commit(sw, *as_(sw, AGENT), "ref", "delete", "main") == -9
     assert (op_count(sw.store), refs(sw.store)) == before
-    conn = sqlite3.connect(sw.store / "swarmops.db")
+    conn = connect(sw.store)
     assert conn.execute("SELECT COUNT(*) FROM changesets").fetchone()[0] == 3
     assert conn.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] == 0
     conn.close()
@@ -121,6 +124,7 @@ while True:
 """
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_killed_at_random_times_the_store_stays_consistent(sw):
     build_golden_store(sw)
     rng = random.Random(2026)
@@ -210,7 +214,7 @@ def _seed_targets(sw, count: int) -> list[str]:
 
 
 def _check_race(sw, successes: list[tuple[int, str, str]], first: str) -> None:
-    conn = sqlite3.connect(sw.store / "swarmops.db")
+    conn = connect(sw.store)
     try:
         history = conn.execute("SELECT op, old, new FROM ref_moves WHERE name = 'counter' ORDER BY op").fetchall()
     finally:
@@ -225,6 +229,7 @@ def _check_race(sw, successes: list[tuple[int, str, str]], first: str) -> None:
     assert problems(sw.store) == []
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_eight_library_processes_race_with_compare_and_swap(sw):
     sw.ok("--as", ALICE, "init", str(sw.store))
     per_worker = 12
@@ -252,6 +257,7 @@ def test_eight_library_processes_race_with_compare_and_swap(sw):
     assert sum(conflicts for _, _, conflicts in outcomes) >= WORKERS - 1
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_eight_cli_processes_race_with_expect(sw):
     """As a script would: `ref set --expect`, and on E_CAS_MISMATCH retry from what the error
     says the ref names now (details.conflicts[0].actual)."""
@@ -287,6 +293,7 @@ def test_eight_cli_processes_race_with_expect(sw):
     assert len(set(conflicts)) == WORKERS - 1
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_eight_processes_append_ops_gaplessly(sw):
     """Unconditional writes from 8 processes at once: every one lands, numbered without gaps."""
     build_golden_store(sw)

@@ -1,7 +1,10 @@
 """The golden example of reference/swarmops-undo.md: undo op 6 that moved release/v1."""
 
+import pytest
 from conftest import build_golden_store
 from core_helpers import UNDO_REFERENCE_TEXT
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_undo_matches_the_reference_page_byte_for_byte(sw, golden):

@@ -1,8 +1,11 @@
 """`op log` and `op show`: newest first, filters, cursors, --reverse."""
 
+import pytest
 import time
 
 from core_helpers import AGENT, ALICE, as_, build_log_store
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def ops_of(ran) -> list[int]:

@@ -1,10 +1,13 @@
 """Refs (set, delete, list, show; compare-and-swap with --expect/--create), changesets (create,
 show) and `schema`."""
 
+import pytest
 from core_helpers import AGENT, ALICE, FROZEN, as_, file_digests, frozen_clock, op_count, problems, refs  # noqa: F401
 from conftest import build_golden_store
 
 from swarmctl.store import changesets
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_ref_set_and_delete(sw, golden):

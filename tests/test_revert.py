@@ -1,6 +1,8 @@
 """`op revert`: take back every op a filter selects, in one op, with the safety of `op undo`."""
 
 import json
+
+import pytest
 import signal
 import sqlite3
 import subprocess
@@ -9,6 +11,8 @@ from core_helpers import AGENT, ALICE, as_, connect, file_digests, op_count, pau
 from conftest import Swarm, build_golden_store, swarmctl_argv
 
 from swarmctl.tools.revert import MAX_SELECTION
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def build_interleaved(sw: Swarm) -> dict[str, str]:
@@ -62,6 +66,7 @@ def test_a_person_in_between_on_the_same_ref_stops_it(sw, golden):
     assert dry.envelope["error"] == refused.error  # the dry run predicts it
     [conflict] = refused.error["details"]["conflicts"]
     assert (conflict["name"], conflict["moved_by"]) == ("main", [7])  # alice's op only, not the agent's own
+    # `next` runs as written: it names the store and the actor (issue 8).
     assert refused.error["next"]["argv"] == ["swarmctl", *as_(sw, AGENT), "op", "undo", "7"]
     assert sw.transcript(refused) == golden
 
@@ -172,6 +177,7 @@ def test_filters_are_required_and_checked(sw, golden):
     assert sw.transcript(none, nobody, matches_nothing, no_moves) == golden
 
 
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
 def test_a_selection_over_the_bound_is_refused_not_cut(sw):
     build_golden_store(sw)
     # MAX_SELECTION + 1 ops by one actor, written straight into the store's tables (ops that
@@ -204,6 +210,7 @@ def test_a_revert_killed_before_commit_writes_nothing(sw):
     assert sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)["op"] == 11
 
 
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
 def test_a_store_made_before_reverts_gets_its_table_with_its_first_revert(sw):
     build_interleaved(sw)
     conn = sqlite3.connect(sw.store / "swarmops.db")
@@ -226,6 +233,7 @@ def test_revert_runs_as_a_real_process_too(sw):
     assert ran.result["reverted"] == [3, 5, 7, 9, 10] and "agent/a" not in refs(sw.store)
 
 
+@pytest.mark.backends("sqlite")  # edits the SQLite file directly
 def test_the_store_check_finds_a_revert_record_that_points_forward(sw):
     build_interleaved(sw)
     sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 11

@@ -47,3 +47,28 @@ def test_the_check_finds_a_driver_import(tmp_path):
     source = tmp_path / "mod.py"
     source.write_text("import sqlite3\nfrom psycopg import sql\n")
     assert _imports(source) == {"sqlite3", "psycopg"}
+
+
+def test_both_backends_have_the_same_tables_and_columns():
+    """A column added to one schema and not the other fails here (store/schema.py and
+    store/postgres/schema.py), not in a user's store."""
+    import re
+    import sqlite3
+
+    from swarmctl.store.postgres import schema as pg
+    from swarmctl.store.schema import SCHEMA
+
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(SCHEMA)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+    on_sqlite = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
+    on_postgres = {}
+    for table, body in re.findall(r"CREATE TABLE (\w+) \((.*?)\n\);", pg.SCHEMA, re.S):
+        columns = {line.split()[0] for line in body.strip().splitlines()}
+        on_postgres[table] = columns - {"PRIMARY", "UNIQUE"}
+    for table, only in pg.ONLY_HERE.items():
+        if only is None:
+            on_postgres.pop(table)
+        else:
+            on_postgres[table] -= only
+    assert on_postgres == on_sqlite

@@ -1,7 +1,10 @@
 """`op undo`: compare-and-swap, all or nothing, replays, redo, --dry-run and `@`."""
 
+import pytest
 from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count, problems, refs
 from conftest import build_golden_store
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_undo_restores_deleted_and_deletes_created_refs(sw, golden):

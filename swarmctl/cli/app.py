@@ -165,7 +165,7 @@ def _global_options(
     ] = "json",
     color: Annotated[
         Literal["auto", "always", "never"],
-        typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set), always, never."),
+        typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set or TERM=dumb), always, never."),
     ] = "auto",
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -408,4 +408,5 @@ def wants_color(color: str) -> bool:
         return False
     if color == "always":
         return True
-    return not os.environ.get("NO_COLOR")
+    # NO_COLOR (no-color.org) and TERM=dumb (a terminal that cannot show escape codes) both say no.
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -18,12 +19,23 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if globals_.output == "table":
         from swarmctl.cli import tables
 
+        # An error is for the person at the terminal: stderr, with stdout left empty (a pipe
+        # reading the table gets nothing rather than an error to parse as rows).
+        on_stderr = not envelope["ok"]
+        if on_stderr:
+            color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
-            print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
+            from swarmctl.cli.inert import inert
+
+            print(f"swarmctl: cannot render this result as a table ({inert(str(exc))}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
-        _write(text)
+        if on_stderr:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        else:
+            _write(text)
     elif sys.stdout.isatty() or globals_.color == "always":
         if color:
             _write(_highlighted(envelope))
@@ -31,6 +43,13 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(dumps(envelope) + "\n")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _highlighted(envelope: dict[str, Any]) -> str:
@@ -51,7 +70,11 @@ class _Sink:
 
 
 def _write(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head -1`) ends quietly."""
+    """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
+    valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
+    JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
+    if not _is_utf8(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -59,3 +82,14 @@ def _write(text: str) -> None:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

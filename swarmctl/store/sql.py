@@ -79,8 +79,12 @@ class PgConn:
         return cur
 
     def native(self, sql: str, params: Sequence[Any] | None = None) -> Any:
-        """PostgreSQL's own SQL, as written (psycopg placeholders)."""
-        return self.raw.execute(sql, params)
+        """PostgreSQL's own SQL, as written (psycopg placeholders). Of several statements, the
+        cursor holds the last one's rows."""
+        cur = self.raw.execute(sql, params)
+        while cur.nextset():
+            pass
+        return cur
 
     def close(self) -> None:
         self.raw.close()

@@ -89,8 +89,12 @@ class OpLogReq:
     )
     actor: str | None = arg(None, description="Only ops by this actor (kind/name).", cli=Cli(complete="actors"))
     kind: OpKind | None = arg(None, description="Only ops of this kind.")
-    since: str | None = arg(None, description="Only ops at or after this RFC 3339 time.")
-    until: str | None = arg(None, description="Only ops at or before this RFC 3339 time.")
+    since: str | None = arg(
+        None, description="Only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
+    until: str | None = arg(
+        None, description="Only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
 
 
 @request_type
@@ -116,7 +120,7 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     """List the store's operations, newest first, with the refs each one moved.
 
     Filters combine: `--ref` (ops that moved that ref, also after it was deleted), `--actor`,
-    `--kind`, `--since`/`--until` (RFC 3339). Page with `--before next_before` (older) or
+    `--kind`, `--since`/`--until` (RFC 3339 times, or durations before now: `15m`, `2h`, `7d`). Page with `--before next_before` (older) or
     `--after next_after` (newer). Reading a page costs the same on a log of any length.
     Never writes to the store.
     """

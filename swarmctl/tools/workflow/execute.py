@@ -24,13 +24,14 @@ terminal. It must not raise.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from swarmctl import pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.secrets import redact_text, scrub_values
+from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
 from swarmctl.spec import plain
 from swarmctl.store import Store, Writer
 from swarmctl.store import workflows as rows
@@ -85,6 +86,16 @@ class Executor:
                 "position": position, "count": count, "status": status,
             })
 
+    @contextmanager
+    def _stopped_at(self, step: Step, during: str) -> Iterator[None]:
+        """Ctrl-C or SIGTERM within: the E_INTERRUPTED envelope names this workflow and step
+        (`envelope.interrupted` reads the details off the KeyboardInterrupt)."""
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            exc.details = {"workflow": self.wf.id, "step": step.name, "during": during}  # type: ignore[attr-defined]
+            raise
+
     # --- running forward ---------------------------------------------------------------------
 
     def run(self) -> Step | None:
@@ -100,10 +111,11 @@ class Executor:
                 self.wf.state = "awaiting_approval"
                 return None
             self._report("run", "start", step, position, len(todo))
-            if step.kind == "run":
-                self._run_command(step)
-            else:
-                self._run_store_step(step)
+            with self._stopped_at(step, "run"):
+                if step.kind == "run":
+                    self._run_command(step)
+                else:
+                    self._run_store_step(step)
             self._report("run", "finish", step, position, len(todo), step.status)
             if step.status != "success":
                 with self.store.write(self.actor) as w:
@@ -173,6 +185,12 @@ class Executor:
         On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
         still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
+        short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
+        if short:
+            self.ctx.warn(
+                f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
+                f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
+            )
         env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
 
         def started(group: pids.ProcessId) -> None:
@@ -188,6 +206,7 @@ class Executor:
                     env=env,
                     timeout_s=spec["timeout_s"],
                     on_start=started,
+                    hidden=definition.resolved_values(step.spec, self.environ),
                 )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)
@@ -237,7 +256,8 @@ class Executor:
         for position, entry in enumerate(entries, start=1):
             step = by_name[entry.step]
             self._report("rollback", "start", step, position, len(entries))
-            result = self._undo_command(step) if step.kind == "run" else self._undo_store_step(step)
+            with self._stopped_at(step, "rollback"):
+                result = self._undo_command(step) if step.kind == "run" else self._undo_store_step(step)
             self._report("rollback", "finish", step, position, len(entries), result.status)
             results.append(result)
         return results

@@ -1,0 +1,240 @@
+"""A store on a PostgreSQL server: one schema of a database, shared by many machines.
+
+Imported only for a `postgresql://` or `postgres://` URL, so psycopg costs a local store
+nothing. The queries are store/'s own (written once for both dialects, see store/sql.py); what
+is PostgreSQL's is here: connecting, the schema, and how a write transaction runs:
+
+- every write takes the row lock on `head` first (READ COMMITTED), so writers run one at a
+  time, and numbers its op from it: gapless, in commit order, across all machines;
+- `SET LOCAL lock_timeout` bounds the wait (SWARMCTL_LOCK_TIMEOUT): past it, E_BUSY;
+- op times come from the server's clock (`clock_timestamp()`), never earlier than the newest
+  op's, as the same millisecond text as on SQLite;
+- each op records the request that appended it, so that after a connection lost during COMMIT
+  the outcome can be looked up instead of guessed (E_UNAVAILABLE, `commit_unknown`, only if
+  it cannot be).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+
+from swarmctl.envelope import SwarmError
+from swarmctl.store.db import Store, Writer
+from swarmctl.store.files import lock_timeout
+from swarmctl.store.postgres import errors
+from swarmctl.store.postgres.schema import SCHEMA
+from swarmctl.store.postgres.url import StoreUrl, parse
+from swarmctl.store.schema import FORMAT_VERSION
+from swarmctl.store.sql import PgConn
+
+DEFAULT_CONNECT_TIMEOUT_S = 10
+# A client stopped inside a transaction (SIGSTOP, a hung machine) must not hold the head row,
+# and with it every writer of the store, for longer than this.
+IDLE_IN_TRANSACTION_TIMEOUT = "60s"
+_NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+
+
+class PostgresStore(Store):
+    kind = "postgres"
+    driver_errors = (psycopg.Error,)
+
+    def __init__(self, url: StoreUrl, conn: PgConn, readonly: bool) -> None:
+        super().__init__(url.shown, conn, readonly)
+        self.url = url
+        self.request: str | None = None
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, where, *, readonly: bool = False) -> "PostgresStore":
+        url = parse(str(where))
+        conn = _connect(url)
+        try:
+            row = conn.native(f"SET search_path TO {_ident(url.schema)}; SELECT value FROM meta WHERE key = 'format'").fetchone()
+        except psycopg.errors.UndefinedTable:
+            conn.close()
+            raise _not_a_store(url) from None
+        except psycopg.Error as exc:
+            conn.close()
+            raise errors.translate(exc, url) from exc
+        store = cls(url, conn, readonly)
+        try:
+            store._check_format(row)
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    def _check_format(self, row) -> None:
+        if row is None or not str(row[0]).isdigit():
+            raise SwarmError(
+                "E_STORE_CORRUPT",
+                f"the store at {self.repo} records no store format",
+                details={"repo": self.repo},
+                hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
+            )
+        found = int(row[0])
+        if found > FORMAT_VERSION:
+            raise SwarmError(
+                "E_STORE_VERSION",
+                f"the store at {self.repo} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
+                details={"repo": self.repo, "format": found, "supported": FORMAT_VERSION},
+                hint="Upgrade swarmctl to use this store. Nothing was written.",
+            )
+
+    @classmethod
+    def create(cls, where, actor: str) -> "PostgresStore":
+        """The schema, its tables and op 1, in one transaction: all of it or nothing."""
+        url = parse(str(where))
+        conn = _connect(url)
+        store = cls(url, conn, readonly=False)
+        schema = _ident(url.schema)
+        try:
+            try:
+                conn.native(f"BEGIN; CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}")
+                if conn.native("SELECT to_regclass('meta')").fetchone()[0] is not None:
+                    raise SwarmError(
+                        "E_STATE",
+                        f"there is already a store at {url.shown}",
+                        details={"path": url.shown},
+                        hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
+                    )
+                conn.native(SCHEMA)
+                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                conn.execute("INSERT INTO head(id, last_op) VALUES (1, 0)")
+                writer = Writer(store, actor, store._now())
+                writer.append_op("init", "initialize store")
+                store._commit(writer)
+            except BaseException:
+                store._rollback()
+                raise
+            conn.native(f"SET search_path TO {schema}")
+        except psycopg.Error as exc:
+            conn.close()
+            if isinstance(exc, psycopg.errors.UniqueViolation):  # another init made it just now
+                raise SwarmError(
+                    "E_STATE",
+                    f"there is already a store at {url.shown} (made by another process just now)",
+                    details={"path": url.shown},
+                    hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
+                ) from None
+            raise errors.translate(exc, url) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return store
+
+    # --- the transaction helper's steps (see Store.write) ---------------------------------
+
+    def translate(self, exc: BaseException) -> SwarmError:
+        return errors.translate(exc, self.url)
+
+    def _begin_read(self) -> None:
+        self.conn.native("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def _end_read(self) -> None:
+        self.conn.native("COMMIT")
+
+    def _begin_write(self) -> str:
+        # SQLite's timeout 0 is "fail at once"; PostgreSQL's lock_timeout 0 is "wait for ever".
+        ms = max(1, int(lock_timeout() * 1000))
+        self.request = uuid.uuid4().hex
+        found = self.conn.native(
+            f"BEGIN; SET LOCAL lock_timeout = '{ms}ms'; SELECT last_op FROM head WHERE id = 1 FOR UPDATE"
+        ).fetchone()
+        if found is None:
+            raise SwarmError(
+                "E_STORE_CORRUPT",
+                f"the store at {self.repo} has no head row",
+                details={"repo": self.repo},
+                hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
+            )
+        return self._now()
+
+    def _now(self) -> str:
+        """The server's now, but never earlier than the newest op: op times are non-decreasing."""
+        now, newest = self.conn.native(
+            f"SELECT {_NOW}, (SELECT at FROM ops ORDER BY op DESC LIMIT 1)"
+        ).fetchone()
+        return max(now, newest) if newest else now
+
+    def _next_op(self) -> int:
+        return self.conn.native("UPDATE head SET last_op = last_op + 1 WHERE id = 1 RETURNING last_op").fetchone()[0]
+
+    def _commit(self, writer: Writer) -> None:
+        if writer.op is not None:
+            self.conn.native("UPDATE ops SET request = %s WHERE op = %s", (self.request, writer.op))
+        try:
+            self.conn.native("COMMIT")
+        except psycopg.OperationalError as exc:
+            self._commit_outcome(writer, exc)
+
+    def _commit_outcome(self, writer: Writer, exc: psycopg.OperationalError) -> None:
+        """The connection failed during COMMIT: did the write commit? Ask the server once more,
+        on a new connection, once the head row is free (so the old transaction has ended)."""
+        unknown = errors.unavailable(
+            self.url,
+            f"lost the connection to the store's database server during COMMIT, and could not learn "
+            f"whether the write committed: {errors.scrub_text(exc, self.url)}",
+            commit_unknown=True,
+            request=self.request,
+        )
+        if writer.op is None:
+            raise unknown from exc
+        try:
+            conn = _connect(self.url)
+            ms = max(1, int(lock_timeout() * 1000))
+            conn.native(
+                f"SET search_path TO {_ident(self.url.schema)}; BEGIN; SET LOCAL lock_timeout = '{ms}ms'; "
+                "SELECT last_op FROM head WHERE id = 1 FOR UPDATE"
+            )
+            found = conn.native("SELECT op FROM ops WHERE request = %s", (self.request,)).fetchone()
+            conn.native("ROLLBACK")
+        except (psycopg.Error, SwarmError):
+            raise unknown from exc
+        self.conn = conn
+        if found is None:  # it did not commit: nothing was written
+            raise errors.unavailable(
+                self.url, f"lost the connection to the store's database server during COMMIT; the write did "
+                f"not commit: {errors.scrub_text(exc, self.url)}", commit_unknown=False,
+            ) from exc
+        # It committed, as op writer.op: the result the tool computed stands.
+
+    def _rollback(self) -> None:
+        try:
+            if not self.conn.raw.closed:
+                self.conn.native("ROLLBACK")
+        except psycopg.Error:
+            pass  # a lost connection: the server rolls the transaction back itself
+
+
+def _connect(url: StoreUrl) -> PgConn:
+    options = {}
+    if "connect_timeout" not in url.libpq and "PGCONNECT_TIMEOUT" not in os.environ:
+        options["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
+    try:
+        raw = psycopg.connect(url.libpq, autocommit=True, application_name="swarmctl", **options)
+    except psycopg.Error as exc:
+        raise errors.connect_failure(exc, url) from None
+    try:
+        raw.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
+    except psycopg.Error as exc:
+        raw.close()
+        raise errors.translate(exc, url) from None
+    return PgConn(raw)
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _not_a_store(url: StoreUrl) -> SwarmError:
+    return SwarmError(
+        "E_NOT_A_REPO",
+        f"no swarmops store at {url.shown} (no schema {url.schema} with a store in it)",
+        details={"path": url.shown, "schema": url.schema},
+        hint=f"Create one with `swarmctl init {url.shown}`, or name the store's schema with ?schema=NAME.",
+    )

@@ -1,0 +1,106 @@
+"""What a failure of PostgreSQL (or of reaching it) means to the caller, as a typed error.
+
+Decided by the SQLSTATE the server sent where there is one. A failure to connect has none
+(libpq reports it as text), so there the server's FATAL message is read: a refused login or
+an unknown role or database is the server answering; anything else is the server not reached.
+No message here includes the password: the URL shown is the one without it, and a driver's
+text is scrubbed of it too.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+
+from swarmctl.envelope import SwarmError
+from swarmctl.store.files import lock_timeout
+from swarmctl.store.postgres.url import StoreUrl, scrub
+
+_BUSY = {"55P03", "40001", "40P01", "57014"}  # lock_not_available, serialization, deadlock, canceled
+_GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "25P03"}
+_FORBIDDEN = {"42501", "28000", "28P01", "25006"}  # privilege, authorization, password, read-only
+_MISSING = {"42P01", "3F000", "42703"}  # no such table, schema, column
+
+
+def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
+    text = scrub(str(exc).strip(), url)
+    where = {"repo": url.shown}
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(exc, psycopg.DataError) and "NUL" in text:
+        return nul_in_text()
+    if state in _BUSY:
+        return SwarmError(
+            "E_BUSY",
+            f"the store stayed locked past the timeout ({lock_timeout():g}s), or the server chose "
+            f"this write to retry: {text}",
+            details={**where, "sqlstate": state},
+            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        )
+    if state in _FORBIDDEN:
+        return forbidden(url, f"the database server refused: {text}")
+    if state in _MISSING:
+        return SwarmError(
+            "E_STORE_CORRUPT",
+            f"the store's schema {url.schema} lacks part of its tables: {text}",
+            details={**where, "sqlstate": state},
+            hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
+        )
+    if state in _GONE or (state is None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))):
+        return unavailable(url, f"lost the connection to the store's database server: {text}")
+    return SwarmError(
+        "E_INTERNAL",
+        f"unexpected PostgreSQL error (a bug in swarmctl): {type(exc).__name__}: {text}",
+        details={**where, "exception": type(exc).__name__, "sqlstate": state},
+        hint="Please report this with the command you ran.",
+    )
+
+
+def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
+    """Why connecting failed: the server refused us, has no such database, or was not reached."""
+    text = scrub(str(exc).strip(), url)
+    fatal = re.search(r"FATAL:\s+(.*)", text)
+    reason = fatal.group(1).strip() if fatal else ""
+    if re.search(r'database ".*" does not exist', reason):
+        name = url.database or "(your user name)"
+        return SwarmError(
+            "E_NOT_A_REPO",
+            f"no swarmops store at {url.shown}: {reason}",
+            details={"repo": url.shown, "database": url.database},
+            hint=f"Create the database first (`createdb {name}`, or `CREATE DATABASE {name};` in psql), "
+            f"then `swarmctl init {url.shown}`.",
+        )
+    if fatal:
+        return forbidden(url, f"the database server refused the connection: {reason}")
+    return unavailable(url, f"cannot reach the store's database server: {text}")
+
+
+def unavailable(url: StoreUrl, message: str, **details) -> SwarmError:
+    return SwarmError(
+        "E_UNAVAILABLE",
+        message,
+        details={"repo": url.shown, **details},
+        hint="Nothing was written. Check that the server is up and reachable, then retry.",
+    )
+
+
+def forbidden(url: StoreUrl, message: str) -> SwarmError:
+    return SwarmError(
+        "E_FORBIDDEN",
+        message,
+        details={"repo": url.shown, "reason": "server_refused"},
+        hint="Nothing was written. Check the user and password (PGUSER, PGPASSWORD, ~/.pgpass) and the "
+        "grants on the database and on the store's schema.",
+    )
+
+
+def nul_in_text() -> SwarmError:
+    return SwarmError(
+        "E_INVALID_ARG",
+        "text may not contain a NUL character (U+0000)",
+        hint="Remove the NUL character; no store keeps one in text.",
+    )
+
+
+def scrub_text(exc: BaseException, url: StoreUrl) -> str:
+    return scrub(str(exc).strip(), url)

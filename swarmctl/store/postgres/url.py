@@ -1,0 +1,66 @@
+"""A store's URL: what libpq is given, which schema is the store, and what may be shown.
+
+`postgresql://user:secret@host/db?schema=team_a&sslmode=require` is the schema `team_a` of the
+database `db`; libpq sees the URL without `schema` (a parameter it does not know), and people
+see it without the password (`meta.repo`, messages, hints), never anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+from swarmctl.envelope import SwarmError
+
+DEFAULT_SCHEMA = "swarmctl"
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# Query parameters that carry a secret: removed from what is shown.
+_SECRET_PARAMS = {"password", "sslpassword"}
+
+
+class StoreUrl(NamedTuple):
+    libpq: str  # what libpq connects with: the URL less `schema`
+    schema: str
+    shown: str  # the URL less its password: meta.repo
+    password: str | None  # to scrub from a driver's messages, should one repeat it
+    database: str | None  # as the URL names it (None: libpq's default, the user's name)
+
+
+def parse(url: str) -> StoreUrl:
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in params if k == "schema"]
+    schema = schemas[-1] if schemas else DEFAULT_SCHEMA
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"schema {schema!r} in the store's URL is not a plain PostgreSQL name",
+            details={"schema": schema},
+            hint="Name a schema with lower-case letters, digits and _ (at most 63), starting with a letter or _.",
+        )
+    kept = [(k, v) for k, v in params if k != "schema"]
+    libpq = _join(parts.scheme, parts.netloc, parts.path, kept)
+    netloc = parts.netloc
+    password = parts.password
+    if password is not None:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}@{hostinfo}"
+        password = unquote(password)
+    secret_params = [v for k, v in params if k in _SECRET_PARAMS]
+    shown_params = [(k, v) for k, v in params if k not in _SECRET_PARAMS]
+    shown = _join(parts.scheme, netloc, parts.path, shown_params)
+    database = unquote(parts.path.lstrip("/")) or None
+    return StoreUrl(libpq, schema, shown, password or (secret_params[0] if secret_params else None), database)
+
+
+def _join(scheme: str, netloc: str, path: str, params: list[tuple[str, str]]) -> str:
+    query = urlencode(params, safe="/")
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def scrub(text: str, url: StoreUrl) -> str:
+    """`text` with the URL's password (if any) taken out."""
+    if url.password:
+        text = text.replace(url.password, "***")
+    return text
