@@ -318,7 +318,9 @@ def _workflows(console, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table()
-    for column in ("workflow", "name", "state", "steps done", "created by", "created", "updated"):
+    # The id is what a person copies into the next command: never folded; the rest give way.
+    table.add_column("workflow", no_wrap=True, min_width=max((len(wf["id"]) for wf in result["workflows"]), default=8))
+    for column in ("name", "state", "steps done", "created by", "created", "updated"):
         table.add_column(column, overflow="fold")
     for wf in result["workflows"]:
         table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], when(wf["created_at"]), when(wf["updated_at"]))
