@@ -11,7 +11,55 @@ from typing import Any, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Store, discover, is_url, not_a_repo
+from swarmctl.store import Store, discover, is_url, not_a_repo, os_failure, resolve
+from swarmctl.store.schema import DB_FILE
+
+
+class OpenStores:
+    """The local stores a long-lived door (the MCP server, `swarmctl call --lines`) keeps open
+    across its calls: one connection per store for the door's life. Opening one per call would
+    cost more than a small write (the schema and format read, the -shm mapping, and a directory
+    sync at the connection's first commit).
+
+    A store is opened read-write where this process may write it (reads use the same
+    connection; a read still never writes). It is opened again if its database file was
+    replaced since (another store made at the same path), and never kept when it failed to
+    open. A store on a database server is opened per call, as before (a dropped connection
+    must not outlive the call that found it dropped).
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[Path, tuple[Store, tuple[int, int] | None]] = {}
+
+    def get(self, where: str | Path) -> tuple[Store, bool]:
+        """The store at `where`, and whether it is held here (else the caller closes it)."""
+        if is_url(where):
+            return Store.open(where), False
+        path = Path(where)
+        held = self._open.get(path)
+        identity = _file_identity(path / DB_FILE)
+        if held is not None:
+            store, opened_as = held
+            if opened_as == identity:
+                return store, True
+            del self._open[path]
+            store.close()
+        store = Store.open(path)
+        self._open[path] = (store, identity)
+        return store, True
+
+    def close(self) -> None:
+        for store, _ in self._open.values():
+            store.close()
+        self._open.clear()
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 class Context:
@@ -22,6 +70,7 @@ class Context:
         cwd: Path | None = None,
         readonly: bool = True,
         _store: Store | None = None,
+        stores: OpenStores | None = None,
     ) -> None:
         self.repo = repo
         self.actor = actor
@@ -29,9 +78,13 @@ class Context:
         self.readonly = readonly
         self.resolved: dict[str, Any] = {}
         self._store = _store
+        self._stores = stores  # a door's open stores to borrow from (None: open and close our own)
+        self._borrowed = False
         # A door may set this to show progress to people (tools call it with a dict per event;
         # see tools/workflow/execute.py). None: report nothing.
         self.progress: Callable[[dict[str, Any]], None] | None = None
+        # A door may set this to show warnings to people (the CLI: on stderr). None: drop them.
+        self.on_warning: Callable[[str], None] | None = None
 
     @property
     def auth(self) -> str:
@@ -52,22 +105,28 @@ class Context:
 
     def target_path(self) -> Path:
         """Where the local store is or would be, without opening it."""
-        if self.repo is not None:
-            return (self.cwd / self.repo).resolve()
-        found = discover(self.cwd)
-        if found is None:
-            raise not_a_repo(self.cwd.resolve(), discovered=True)
-        return found
+        try:
+            if self.repo is not None:
+                return resolve(self.cwd / self.repo)
+            found = discover(self.cwd)
+            if found is None:
+                raise not_a_repo(resolve(self.cwd), discovered=True)
+            return found
+        except OSError as exc:
+            raise os_failure(exc, self.cwd / (self.repo or "")) or exc
 
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store.open(self.target(), readonly=self.readonly)
+            if self._stores is not None:
+                self._store, self._borrowed = self._stores.get(self.target())
+            else:
+                self._store = Store.open(self.target(), readonly=self.readonly)
         return self._store
 
     def adopt(self, store: Store) -> Store:
         """Use a store this command just made (init, demo)."""
         self.close()
-        self._store = store
+        self._store, self._borrowed = store, False
         return store
 
     def require_actor(self, why: str = "this command changes the store") -> str:
@@ -79,10 +138,16 @@ class Context:
             )
         return names.check_actor(self.actor)
 
+    def warn(self, message: str) -> None:
+        """Tell the person running the command something they should act on (not an error)."""
+        if self.on_warning is not None:
+            self.on_warning(message)
+
     def resolve(self, given: str, meaning: Any) -> None:
         if str(given) != str(meaning):
             self.resolved[str(given)] = meaning
 
     def close(self) -> None:
-        if self._store is not None:
+        """Close the store this call opened (one borrowed from the door's OpenStores stays open)."""
+        if self._store is not None and not self._borrowed:
             self._store.close()

@@ -33,7 +33,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode("E_NOT_A_REPO", 5, "no store at the given or discovered path"),
         ErrorCode("E_IDENTITY_REQUIRED", 6, "a mutation without `--as` / `SWARMCTL_AS`"),
         ErrorCode(
-            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store this process may not write"
+            "E_FORBIDDEN", 6, "the actor may not do this: store policy, or a store (directory or file, named in `details.file`) this process may not read or write"
         ),
         ErrorCode(
             "E_REFUSED",
@@ -58,8 +58,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_STEP_FAILED",
             10,
-            "a workflow step failed (a command exited non-zero or timed out, a store step was refused); "
-            "the workflow is `failed` and can be resumed with --retry or rolled back",
+            "a workflow step failed (a command exited non-zero or timed out, a store step was refused): "
+            "the workflow is `failed` and can be resumed with --retry or rolled back; or a step's undo failed "
+            "in a rollback: the workflow is `rollback_failed`, `details.results` holds each step's outcome",
         ),
         ErrorCode(
             "E_UNAVAILABLE",
@@ -138,6 +139,23 @@ def internal_error(exc: BaseException) -> SwarmError:
         f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc} [correlation id {correlation_id}]",
         details={"correlation_id": correlation_id, "exception": type(exc).__name__},
         hint="Please report this with the correlation id and the command you ran.",
+    )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
+
+
+def interrupted(exc: KeyboardInterrupt) -> SwarmError:
+    """E_INTERRUPTED for Ctrl-C (SIGINT) or SIGTERM, naming the one that came. What was in
+    flight may have said what it was (`exc.details`, e.g. the workflow and its step)."""
+    terminated = isinstance(exc, Terminated)
+    return SwarmError(
+        "E_INTERRUPTED",
+        f"interrupted by {'SIGTERM' if terminated else 'SIGINT (Ctrl-C)'} before the command finished",
+        details={"signal": "SIGTERM" if terminated else "SIGINT", **getattr(exc, "details", {})},
+        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
+        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
     )
 
 

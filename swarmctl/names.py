@@ -143,18 +143,31 @@ _EARLIEST = "0001-01-01T00:00:00.000Z"
 _LATEST = "9999-12-31T23:59:59.999Z"
 
 
+_DURATION = re.compile(r"^(\d{1,9})([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
-    """An RFC 3339 time (or a plain date; no offset means UTC) in the store's own format, for
-    comparisons. Below a millisecond it is cut, or with `round_up` rounded up: a lower bound
-    ("at or after") then never takes in an op from before it."""
+    """An RFC 3339 time (or a plain date; no offset means UTC), or a duration (`90s`, `15m`,
+    `2h`, `7d`: that long before now), in the store's own format, for comparisons. Below a
+    millisecond it is cut, or with `round_up` rounded up: a lower bound ("at or after") then
+    never takes in an op from before it."""
+    if duration := _DURATION.match(text.strip()):
+        amount, unit = int(duration.group(1)), duration.group(2)
+        moment = datetime.fromisoformat(now().replace("Z", "+00:00"))
+        try:
+            return format_time(moment - timedelta(seconds=amount * _UNIT_SECONDS[unit]))
+        except OverflowError:
+            return _EARLIEST
     try:
         moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
     except ValueError:
         raise SwarmError(
             "E_INVALID_ARG",
-            f"{field}: {text!r} is not an RFC 3339 time",
+            f"{field}: {text!r} is neither an RFC 3339 time nor a duration",
             details={"field": field, "value": text},
-            hint="Give a time such as 2026-11-30T03:20:56Z or a date such as 2026-11-30.",
+            hint="Give a time such as 2026-11-30T03:20:56Z, a date such as 2026-11-30, "
+            "or a duration before now such as 90s, 15m, 2h or 7d.",
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)

@@ -93,8 +93,11 @@ def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:
     from swarmctl import schemas
 
     try:
-        request = schemas.validate_request(tool, arguments)
+        request, ignored = schemas.read_request(tool, arguments)
     except SwarmError as exc:
         meta = Meta(elapsed_ms=int((time.perf_counter() - started) * 1000), auth=ctx.auth)
         return failure(tool.name, exc, meta)
-    return run(tool, request, ctx)
+    envelope = run(tool, request, ctx)
+    if ignored:  # after `auth`, and only when something was ignored
+        envelope["meta"]["ignored"] = ignored
+    return envelope

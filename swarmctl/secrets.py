@@ -1,9 +1,15 @@
 """Secrets: which keys name one, and hiding their values in everything swarmctl prints.
 
-This is the one place that decides what counts as a secret. A key names a secret when its
-letters and digits, lower-cased, contain one of SECRET_MARKERS: `DEPLOY_TOKEN`, `dbPassword`,
-`x-api-key` and `AWS_SECRET_ACCESS_KEY` all do. Over-matching is safe (a value is hidden that
-need not be); under-matching is not, so the markers are substrings, not whole words.
+This is the one place that decides what counts as a secret. A key (an environment variable, a
+field, a flag without its dashes) is split into words at `_`, `-`, `.` and lower-to-upper case
+changes (`DB_PASS`, `x-api-key`, `dbPassword`). It names a secret when
+- one of its words is in SECRET_WORDS (`DB_PASS`, `API_KEY`, `DEPLOY_PWD`, `GITHUB_TOKEN`), or
+- its letters and digits, lower-cased, contain a word of SECRET_WORDS of 5 letters or more
+  (`DEPLOYTOKEN`, `dbpassword`, `AWS_SECRETACCESSKEY`);
+except the keys in NOT_SECRET_KEYS: `key` alone names a field, not a secret, and `PWD` is the
+working directory the shell sets. The short words (`pass`, `pwd`, `key`) count only as whole
+words, so near misses stay plain: `BYPASS_CACHE`, `KEYBOARD_LAYOUT`, `OLDPWD`, `monkey`.
+Over-matching is safe (a value is hidden that need not be); under-matching is not.
 
 Three shapes of output carry values next to their keys, and each gets a function:
 - `redact(value)`: a JSON-like structure; the value of every secret-named key becomes `***`.
@@ -11,8 +17,9 @@ Three shapes of output carry values next to their keys, and each gets a function
 Both find values with one grammar (`secret_spans`, `argv_secrets`: `KEY=X`, `key: X`,
 `--token X`, `--token=X`, `Authorization: Bearer X`, `https://user:X@host`), which is also
 what a workflow definition is checked with: a literal secret there is refused, never stored.
-Values that came from `${env:...}` are removed from command output separately, by value
-(`scrub_values`), before anything is stored.
+Values that came from `${env:...}` are removed from command output separately, by value and in
+their common encodings (`scrub_values`, `secret_forms`), before the output is cut to its tail
+(`scrub_cut` hides what is left of one at the cut).
 """
 
 from __future__ import annotations
@@ -22,14 +29,18 @@ from typing import Any, Iterable, NamedTuple
 
 MASK = "***"
 
-# Substrings of a normalised key (lower case, letters and digits only) that make it secret.
-SECRET_MARKERS: tuple[str, ...] = (
-    "password",
+# The one list of words that name a secret (see the module docstring for the rule).
+SECRET_WORDS: tuple[str, ...] = (
+    "pass",
     "passwd",
+    "password",
     "passphrase",
+    "pwd",
     "secret",
     "token",
+    "key",
     "credential",
+    "credentials",
     "apikey",
     "privatekey",
     "accesskey",
@@ -39,13 +50,30 @@ SECRET_MARKERS: tuple[str, ...] = (
     "authorization",
     "cookie",
 )
+# Words of at least this many letters also name a secret inside a longer word.
+INSIDE_WORDS_FROM = 5
+SECRET_MARKERS: tuple[str, ...] = tuple(w for w in SECRET_WORDS if len(w) >= INSIDE_WORDS_FROM)
+# Keys made only of a secret word that name no secret (compared lower-cased).
+NOT_SECRET_KEYS = frozenset({"key", "pwd"})
 
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])|[0-9]+")
+_WHOLE_WORDS = frozenset(SECRET_WORDS)
+
+
+def key_words(key: str) -> list[str]:
+    """The words of a key, lower-cased: `dbPassword` -> ["db", "password"], `API-KEY` -> ["api", "key"]."""
+    return [w.lower() for w in _WORD.findall(str(key))]
 
 
 def is_secret_key(key: str) -> bool:
     """Whether `key` (an environment variable, a field, a flag without its dashes) names a secret."""
-    normalised = _NOT_ALNUM.sub("", str(key).lower())
+    key = str(key)
+    if key.lower() in NOT_SECRET_KEYS:
+        return False
+    if any(word in _WHOLE_WORDS for word in key_words(key)):
+        return True
+    normalised = _NOT_ALNUM.sub("", key.lower())
     return any(marker in normalised for marker in SECRET_MARKERS)
 
 
@@ -161,14 +189,69 @@ def redact_text(text: str | None) -> str | None:
 
 
 # Values shorter than this are not scrubbed from command output: they would mask ordinary
-# words and digits everywhere, and a secret that short protects nothing.
+# words and digits everywhere, and a secret that short protects nothing. (A door warns on
+# stderr when a shorter one is passed: see `too_short`.)
 MIN_SCRUB_LEN = 4
 
 
+def too_short(values: Iterable[str]) -> int:
+    """How many of `values` are too short to be scrubbed (and not empty)."""
+    return sum(1 for v in values if 0 < len(v) < MIN_SCRUB_LEN)
+
+
+def secret_forms(value: str) -> set[str]:
+    """`value` as a command might print it: itself, hex, URL-encoded, JSON-escaped, base64.
+
+    Base64 of a value inside a longer encoded text depends on where the value starts (its
+    offset modulo 3), so each of the three alignments gives the characters that encode only the
+    value (as GitHub Actions masks them); the standard and URL-safe alphabets both.
+    """
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    raw = value.encode("utf-8", "surrogatepass")
+    forms = {value, raw.hex(), raw.hex().upper(), quote(value, safe=""), quote(value), quote_plus(value)}
+    forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.add(encode(raw).decode())
+        for shift in range(3):
+            encoded = encode(b"\0" * shift + raw).decode().rstrip("=")
+            first = -(-shift * 8 // 6)  # the first character made only of the value's bits
+            last = (shift + len(raw)) * 8 // 6  # past the last one
+            forms.add(encoded[first:last])
+    return {f for f in forms if len(f) >= MIN_SCRUB_LEN}
+
+
+def _all_forms(values: Iterable[str]) -> list[str]:
+    forms: set[str] = set()
+    for value in values:
+        if len(value) >= MIN_SCRUB_LEN:
+            forms |= secret_forms(value)
+    return sorted(forms, key=len, reverse=True)
+
+
 def scrub_values(text: str | None, values: Iterable[str]) -> str | None:
-    """`text` with each of `values` (e.g. what `${env:...}` resolved to) replaced by `***`."""
+    """`text` with each of `values` (e.g. what `${env:...}` resolved to), in each of its
+    `secret_forms`, replaced by `***`; the longest first."""
     if not text:
         return text
-    for value in sorted({v for v in values if len(v) >= MIN_SCRUB_LEN}, key=len, reverse=True):
-        text = text.replace(value, MASK)
+    for form in _all_forms(values):
+        text = text.replace(form, MASK)
+    return text
+
+
+def scrub_cut(text: str, values: Iterable[str], *, start: bool = False, end: bool = False) -> str:
+    """`text` cut out of a longer one, with what is left of a secret at a cut hidden: at the
+    `start`, the longest end of a value (in any form) that `text` starts with; at the `end`, the
+    longest beginning of one that `text` ends with. Any length counts: the text is cut anyway."""
+    forms = _all_forms(values)
+    if start:
+        cut = max((n for f in forms for n in range(1, len(f)) if text.startswith(f[-n:])), default=0)
+        if cut:
+            text = MASK + text[cut:]
+    if end:
+        cut = max((n for f in forms for n in range(1, len(f)) if text.endswith(f[:n])), default=0)
+        if cut:
+            text = text[: len(text) - cut] + MASK
     return text

@@ -107,6 +107,17 @@ _TABLES = ("meta", "head", "ops", "ref_moves", "changesets", "blobs", "refs", "t
            "tx_baselines", "workflows", "workflow_steps", "op_reverts")
 
 
+def fold_wal(store: Path) -> None:
+    """Checkpoint the store's WAL into its database file and remove the -wal and -shm files, as
+    the last connection to close it leaves a store whose last connection did not write."""
+    conn = sqlite3.connect(store / "swarmops.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
+
+
 def op_count(store: Path) -> int:
     conn = connect(store)
     try:

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import build_golden_store
 from swarmctl import registry
 
@@ -74,3 +76,113 @@ def test_op_log_imports_neither_the_doors_nor_other_areas(sw):
                    "swarmctl.tools.ref", "swarmctl.tools.changeset", "swarmctl.gen"):
         assert module not in loaded, f"`swarmctl op log` imported {module}"
     assert "swarmctl.tools.op" in loaded  # the probe did run op log
+
+
+# --- `swarmctl call --lines`: a batch of calls on one open store ------------------------------
+
+
+def lines(*calls: object) -> str:
+    return "".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in calls)
+
+
+def run_lines(sw, text: str, *flags: str) -> tuple[int, list[dict]]:
+    ran = sw.process("--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines", *flags, input=text)
+    assert ran.stderr == "", ran.stderr
+    return ran.exit, [json.loads(line) for line in ran.stdout.splitlines()]
+
+
+def test_call_lines_prints_one_envelope_per_call_each_its_own_op(sw):
+    ids = build_golden_store(sw)
+    code, out = run_lines(sw, lines(
+        {"tool": "ref_set", "arguments": {"name": "main", "target": ids["base"][:8]}, "id": 1},
+        "",  # blank lines are skipped
+        {"tool": "ref_show", "arguments": {"name": "no/such/ref"}, "id": "second"},
+        {"tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}, "id": [3]},
+        {"tool": "undo", "arguments": {"op": 99}},
+        {"tool": "op_log", "arguments": {"limit": 2}, "id": None},
+    ))
+    assert [(e["op"], e["ok"]) for e in out] == [
+        ("ref_set", True), ("ref_show", False), ("ref_set", True), ("undo", False), ("op_log", True)
+    ]
+    assert [e["meta"].get("id", "absent") for e in out] == [1, "second", [3], "absent", None]
+    assert list(out[0]["meta"]) == ["repo", "elapsed_ms", "resolved", "auth", "id"]
+    assert [out[0]["result"]["op"], out[2]["result"]["op"]] == [7, 8]  # each call its own op
+    assert [op["op"] for op in out[4]["result"]["ops"]] == [8, 7]
+    assert code == 4  # the first failure's exit status (E_NOT_FOUND), though later calls ran
+
+
+def test_call_lines_gives_the_envelope_call_gives(sw):
+    build_golden_store(sw)
+    one = sw.process("--repo", str(sw.store), "call", "op_show", '{"op": 6}').envelope
+    _, (batched,) = run_lines(sw, lines({"tool": "op_show", "arguments": {"op": 6}, "id": 9}))
+    assert batched["meta"].pop("id") == 9
+    assert {**batched, "meta": {**batched["meta"], "elapsed_ms": 0}} == {**one, "meta": {**one["meta"], "elapsed_ms": 0, "auth": "trust"}}
+
+
+def test_call_lines_stop_on_error_runs_nothing_after_the_first_failure(sw):
+    ids = build_golden_store(sw)
+    batch = lines(
+        {"tool": "ref_set", "arguments": {"name": "main", "target": ids["base"][:8], "expect": ids["base"][:8]}},
+        {"tool": "ref_set", "arguments": {"name": "release/v2", "target": "main", "create": True}},
+    )
+    code, out = run_lines(sw, batch, "--stop-on-error")
+    assert (code, [e["error"]["code"] for e in out]) == (3, ["E_CAS_MISMATCH"])
+    assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 6  # the second never ran
+    code, out = run_lines(sw, batch)
+    assert (code, [e["ok"] for e in out]) == (3, [False, True])
+
+
+def test_call_lines_all_succeeding_exit_0(sw):
+    build_golden_store(sw)
+    code, out = run_lines(sw, lines(*({"tool": "ref_list", "id": i} for i in range(3))))
+    assert code == 0 and [e["meta"]["id"] for e in out] == [0, 1, 2]
+
+
+def test_call_lines_refuses_a_line_that_is_not_a_call_and_runs_nothing_for_it(sw):
+    build_golden_store(sw)
+    code, out = run_lines(sw, lines(
+        "not json",
+        "[1, 2]",
+        {"tool": "ref_set", "argument": {"name": "x", "target": "main"}, "id": "typo"},
+        {"tool": 7},
+        '{"tool": "ref_set", "arguments": {"name": "x", "name": "y", "target": "main"}}',
+        {"tool": "ref_sett", "arguments": {}},
+    ))
+    assert [e["error"]["code"] for e in out] == ["E_INVALID_ARG"] * 5 + ["E_NOT_FOUND"]
+    assert out[2]["error"]["details"]["fields"] == ["argument"] and out[2]["meta"]["id"] == "typo"
+    assert out[4]["error"]["details"]["fields"] == ["name"]
+    assert code == 2
+    assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 6
+
+
+def test_call_lines_with_a_tool_or_stop_on_error_alone_is_bad_usage(sw):
+    for args in (("call", "--lines", "ref_list"), ("call", "--stop-on-error", "ref_list"), ("call",)):
+        ran = sw(*args)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), args
+        assert "usage" in ran.error["details"]
+
+
+def test_open_stores_keep_one_connection_per_store_until_the_file_is_replaced(sw, tmp_path):
+    """The MCP server and `call --lines` borrow a store from OpenStores for each call."""
+    import shutil
+
+    from swarmctl.context import Context, OpenStores
+    from swarmctl.envelope import SwarmError
+
+    build_golden_store(sw)
+    stores = OpenStores()
+    try:
+        first = Context(repo=str(sw.store), stores=stores)
+        held = first.store()
+        first.close()  # a borrowed store stays open
+        assert held.conn.execute("SELECT COUNT(*) FROM ops").fetchone() == (6,)
+        assert Context(repo=str(sw.store), stores=stores).store() is held
+        missing = Context(repo=str(tmp_path / "none"), stores=stores)
+        with pytest.raises(SwarmError):
+            missing.store()
+        shutil.rmtree(sw.store)
+        sw.ok("--as", "human/alice", "init", str(sw.store))  # another store at the same path
+        again = Context(repo=str(sw.store), stores=stores).store()
+        assert again is not held and again.conn.execute("SELECT COUNT(*) FROM ops").fetchone() == (1,)
+    finally:
+        stores.close()

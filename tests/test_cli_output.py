@@ -67,11 +67,11 @@ def test_a_terminal_gets_the_same_envelope_indented_and_coloured(sw, store):
     assert shown == piped
 
 
-@pytest.mark.parametrize("how", [{"NO_COLOR": "1"}, {"--color": "never"}])
+@pytest.mark.parametrize("how", [{"NO_COLOR": "1"}, {"TERM": "dumb"}, {"--color": "never"}])
 def test_no_colour_when_asked(sw, store, how):
     env, flags = dict(sw.env), []
-    if "NO_COLOR" in how:
-        env["NO_COLOR"] = "1"
+    if "NO_COLOR" in how or "TERM" in how:
+        env.update(how)
     else:
         flags = ["--color", "never"]
     status, out, _ = run_on_terminal([*flags, "--repo", store, "op", "show", "6"], env, sw.tmp)
@@ -99,10 +99,19 @@ def test_table_output_from_the_environment_and_json_back_with_o(sw, store):
 def test_an_error_as_a_table_is_one_line_with_its_hint_and_keeps_its_exit_code(sw, store):
     ran = sw("--repo", store, "-o", "table", "op", "undo", "6")
     assert ran.exit == 6
-    assert ran.stdout.splitlines() == [
+    assert ran.stdout == ""  # an error is for the person: on stderr, stdout empty (SPEC §1)
+    assert ran.stderr.splitlines() == [
         "E_IDENTITY_REQUIRED: an identity is required: this command changes the store",
         "hint: Say who you are with --as kind/name (e.g. --as agent/worker-17) or SWARMCTL_AS.",
     ]
+
+
+def test_a_table_error_keeps_stdout_empty_in_a_pipeline(sw, store):
+    ran = sw.process("--repo", store, "-o", "table", "op", "show", "99")
+    assert (ran.exit, ran.stdout) == (4, "")
+    assert ran.stderr.startswith("E_NOT_FOUND: no op 99")
+    usage = sw.process("--repo", store, "-o", "table", "op", "show", "banana")
+    assert (usage.exit, usage.stdout) == (2, "") and "E_INVALID_ARG" in usage.stderr
 
 
 def test_a_closed_pipe_ends_quietly(sw, store):
@@ -224,6 +233,9 @@ def test_an_interrupted_command_still_prints_one_envelope_and_writes_nothing(sw,
     envelope = json.loads(out)
     assert envelope["ok"] is False and envelope["op"] == "ref_set"
     assert envelope["error"]["code"] == "E_INTERRUPTED"
+    name = signal.Signals(signum).name  # the signal that came, by its name: SIGTERM is not "Ctrl-C"
+    assert envelope["error"]["details"]["signal"] == name and name in envelope["error"]["message"]
+    assert ("Ctrl-C" in envelope["error"]["message"]) == (signum == signal.SIGINT)
     assert sw.ok("--repo", store, "op", "log", "-n", "1")["ops"][0]["op"] == 6  # nothing written
     assert sw("--repo", store, "ref", "show", "hotfix").error["code"] == "E_NOT_FOUND"
 

@@ -51,3 +51,35 @@ def test_the_store_runs_in_wal_mode_and_syncs_every_commit(sw):
     store = Store.open(sw.store)
     assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     store.close()
+
+
+def test_a_committed_write_leaves_the_wal_to_the_automatic_checkpoint(sw):
+    """One disk sync per committed write: a process that wrote closes without folding the WAL
+    into the database file (and without deleting -wal and -shm, which the next one would make
+    again); SQLite's automatic checkpoint does that every 1,000 pages. The next process reads
+    the change from the WAL. (bench/durability.py counts the syncs.)"""
+    from core_helpers import ALICE, as_, fold_wal
+
+    build_golden_store(sw)
+    fold_wal(sw.store)
+    db_before = (sw.store / DB_FILE).read_bytes()
+    ran = sw.process(*as_(sw, ALICE), "ref", "set", "release/v2", "main")  # closes as the last connection
+    assert ran.exit == 0, ran.stdout
+    assert (sw.store / DB_FILE).read_bytes() == db_before, "the write was checkpointed into the database on close"
+    assert (sw.store / f"{DB_FILE}-wal").stat().st_size > 0
+    assert sw.process("--repo", str(sw.store), "op", "log", "-n", "1").result["ops"][0]["op"] == 7
+
+
+def test_keeping_the_wal_on_close_works_with_this_python_and_sqlite(sw):
+    """The option is set through ctypes on Python 3.11: it must take, not silently fall back."""
+    from swarmctl.store import Store
+    from swarmctl.store.files import keep_wal_on_close
+
+    build_golden_store(sw)
+    store = Store.open(sw.store)
+    try:
+        assert keep_wal_on_close(store.conn, sw.store / DB_FILE)
+        if not hasattr(store.conn, "setconfig"):  # Python 3.11: through the handle, checked first
+            assert not keep_wal_on_close(store.conn, sw.tmp / "another.db")
+    finally:
+        store.close()

@@ -79,7 +79,8 @@ def test_a_workflow_store_step_undone_and_moved_since_fails_its_rollback(sw):
     assert entry["predicted"]["details"]["undone_by"] == undo
     assert preview["blast_radius"]["state_after"] == "rollback_failed"
     confirmed = sw(*preview["next"]["argv"][1:], cwd=kit.dir)
-    [result] = confirmed.envelope["result"]["results"] if confirmed.envelope["ok"] else confirmed.error["details"]["results"]
+    assert confirmed.exit == 10 and confirmed.error["code"] == "E_STEP_FAILED"
+    [result] = confirmed.error["details"]["results"]
     assert result["status"] == "rollback_failed" and result["error"]["code"] == "E_CAS_MISMATCH"
     assert refs(sw.store)["release/v1"] == kit.c1  # never reported restored, never moved
     assert problems(sw.store) == []

@@ -11,8 +11,8 @@ def test_preview_then_confirm_with_the_call_the_preview_gives(sw, golden):
     preview = sw(*as_(sw, ALICE), "op", "restore", "4")
     assert (op_count(sw.store), file_digests(sw.store)) == before
     assert preview.result["action"] == "preview" and preview.result["head"] == 6 and preview.result["op"] is None
-    assert preview.result["next"]["argv"] == ["swarmctl", "op", "restore", "4", "--confirm", "--expect-head", "6"]
-    confirmed = sw(*as_(sw, ALICE), *preview.result["next"]["argv"][1:])
+    assert preview.result["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "4", "--confirm", "--expect-head", "6"]
+    confirmed = sw(*preview.result["next"]["argv"][1:])
     assert confirmed.result["action"] == "restored" and confirmed.result["op"] == 7
     assert confirmed.result["ref_moves"] == [{**m, "at": confirmed.result["ref_moves"][0]["at"]} for m in preview.result["ref_moves"]]
     # As right after op 4: main as op 3 left it, release/v1 as op 4 created it.
@@ -50,13 +50,13 @@ def test_refused_when_the_store_moved_after_the_preview(sw, golden):
     sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Hotfix", "--ref", "main")  # 7, after the preview
     sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Notes")  # 8 moves no ref: still a move of the head
     before = (op_count(sw.store), file_digests(sw.store))
-    refused = sw(*as_(sw, ALICE), *preview["next"]["argv"][1:])
+    refused = sw(*preview["next"]["argv"][1:])
     assert (op_count(sw.store), file_digests(sw.store)) == before
     assert refused.exit == 3 and refused.error["code"] == "E_CAS_MISMATCH"
     details = refused.error["details"]
     assert (details["expect_head"], details["head"], details["ops_since"]) == (6, 8, [7, 8])
     assert [(c["name"], c["moved_by"]) for c in details["conflicts"]] == [("main", [7])]
-    assert refused.error["next"]["argv"] == ["swarmctl", "op", "restore", "4"]  # preview again
+    assert refused.error["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "4"]  # preview again
     assert sw.transcript(refused) == golden
 
 
@@ -64,8 +64,8 @@ def test_ref_limits_it_and_bad_calls_are_refused(sw, golden):
     ids = build_golden_store(sw)
     only = sw(*as_(sw, ALICE), "op", "restore", "2", "--ref", "release/v1")
     assert [m["name"] for m in only.result["ref_moves"]] == ["release/v1"]
-    assert only.result["next"]["argv"] == ["swarmctl", "op", "restore", "2", "--ref", "release/v1", "--confirm", "--expect-head", "6"]
-    done = sw.ok(*as_(sw, ALICE), *only.result["next"]["argv"][1:])
+    assert only.result["next"]["argv"] == ["swarmctl", *as_(sw, ALICE), "op", "restore", "2", "--ref", "release/v1", "--confirm", "--expect-head", "6"]
+    done = sw.ok(*only.result["next"]["argv"][1:])
     assert done["op"] == 7 and refs(sw.store) == {"main": ids["fix"]}
     before = (op_count(sw.store), file_digests(sw.store))
     never = sw(*as_(sw, ALICE), "op", "restore", "2", "--ref", "nope")
@@ -77,3 +77,24 @@ def test_ref_limits_it_and_bad_calls_are_refused(sw, golden):
     assert [r.exit for r in (never, unconfirmed, nothing, no_op)] == [4, 2, 7, 4]
     assert nothing_preview.result["ref_moves"] == [] and nothing_preview.result["next"] is None
     assert sw.transcript(never, unconfirmed, nothing_preview, nothing) == golden
+
+
+def test_a_confirmation_run_twice_is_refused_and_says_it_is_done(sw):
+    build_golden_store(sw)
+    confirm = sw.ok(*as_(sw, ALICE), "op", "restore", "4")["next"]["argv"][1:]
+    assert sw.ok(*confirm)["op"] == 7
+    before = (op_count(sw.store), file_digests(sw.store))
+    again = sw(*confirm)
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert again.error["code"] == "E_CAS_MISMATCH" and again.error["details"]["ops_since"] == [7]
+    assert "nothing more to do" in again.error["hint"]
+
+
+def test_tables_for_people(sw, golden):
+    build_golden_store(sw)
+    preview = sw(*as_(sw, ALICE), "-o", "table", "op", "restore", "4")
+    revert_dry = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT, "--dry-run")
+    revert = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT)
+    replay = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT)
+    assert "restoring refs to op 4 would move" in preview.stdout and "op 7 reverted ops 3, 5, 6" in revert.stdout
+    assert sw.transcript(preview, revert_dry, revert, replay) == golden

@@ -1,11 +1,14 @@
 """`op revert`: take back every op a filter selects, in one op, with the safety of `op undo`."""
 
+import json
+
 import pytest
 import signal
 import sqlite3
+import subprocess
 
 from core_helpers import AGENT, ALICE, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
-from conftest import Swarm, build_golden_store
+from conftest import Swarm, build_golden_store, swarmctl_argv
 
 from swarmctl.tools.revert import MAX_SELECTION
 
@@ -240,3 +243,13 @@ def test_the_store_check_finds_a_revert_record_that_points_forward(sw):
         conn.execute("INSERT INTO op_reverts(op, target) VALUES (3, 11)")  # op 3 is no revert, 11 is later
     conn.close()
     assert [p.check for p in problems(sw.store)] == ["reverts_earlier_op"]
+
+
+def test_two_reverts_at_once_one_acts_the_other_replays(sw):
+    build_interleaved(sw)
+    argv = [*swarmctl_argv(), "--repo", str(sw.store), "--as", ALICE, "op", "revert", "--actor", AGENT]
+    procs = [subprocess.Popen(argv, cwd=sw.tmp, env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    results = sorted((e["result"]["op"], e["result"]["already_applied"]) for e in outcomes)
+    assert results == [(11, False), (11, True)], outcomes
+    assert op_count(sw.store) == 11 and problems(sw.store) == []

@@ -125,8 +125,9 @@ def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, g
     assert (predicted["outcome"], predicted["code"]) == ("fails", "E_CAS_MISMATCH")
     assert predicted["details"]["conflicts"][0]["moved_by"] == [5]
     assert preview.result["blast_radius"]["state_after"] == "rollback_failed"
-    assert confirmed.result["state"] == "rollback_failed"
-    assert [r["status"] for r in confirmed.result["results"]] == ["rolled_back", "rolled_back", "rollback_failed"]
+    assert confirmed.exit == 10 and confirmed.error["code"] == "E_STEP_FAILED"
+    assert confirmed.error["details"]["state"] == "rollback_failed"
+    assert [r["status"] for r in confirmed.error["details"]["results"]] == ["rolled_back", "rolled_back", "rollback_failed"]
     assert kit.marks()[-2:] == ["unnotify", "undeploy"]
     # Take back the later move, and the retry undoes promote; the command undos are not re-run.
     kit("op", "undo", "5", actor="agent/worker-17")
@@ -141,11 +142,18 @@ def test_a_failing_undo_command_does_not_stop_the_rest(sw, kit, golden):
     confirmed = kit("workflow", "rollback", wf, "--confirm")
     status = kit("workflow", "status", wf, actor=None)
     assert sw.transcript(confirmed, status) == golden
-    results = {r["step"]: r for r in confirmed.result["results"]}
+    # A rollback that failed fails a script: E_STEP_FAILED, exit 10, the per-step results in details.
+    assert confirmed.exit == 10 and confirmed.error["code"] == "E_STEP_FAILED"
+    details = confirmed.error["details"]
+    results = {r["step"]: r for r in details["results"]}
     assert results["deploy"]["status"] == "rollback_failed" and results["deploy"]["exit_code"] == 3
     assert results["notify"]["status"] == results["promote"]["status"] == "rolled_back"
-    assert confirmed.result["state"] == "rollback_failed"
+    assert (details["workflow"], details["state"], details["failed"]) == (wf, "rollback_failed", ["deploy"])
     assert kit.marks() == ["migrate", "deploy", "notify", "unnotify"]
+    # `next` is the preview that retries what failed, and runs as written.
+    assert confirmed.error["next"]["arguments"] == {"workflow": wf}
+    retry = sw(*confirmed.error["next"]["argv"][1:])
+    assert [(e["step"], e["retry"]) for e in retry.result["blast_radius"]["would_roll_back"]] == [("deploy", True)]
 
 
 def test_an_op_already_undone_by_hand_is_not_undone_twice(sw, kit):
@@ -402,12 +410,15 @@ def test_the_output_schema_spells_out_the_blast_radius_and_the_results(kit):
     entry = result["properties"]["blast_radius"]["properties"]["would_roll_back"]["items"]
     assert {"undo", "predicted", "retry"} <= set(entry["required"])
     wf = failed_release(kit)
-    kit("ref", "set", "release/v1", kit.c1)  # promote's undo is now predicted to fail
+    moved = kit("ref", "set", "release/v1", kit.c1).result["op"]  # promote's undo is now predicted to fail
     preview = kit("workflow", "rollback", wf).envelope
-    confirmed = kit("workflow", "rollback", wf, "--confirm").envelope
-    for output in (preview, confirmed):
+    failed = kit("workflow", "rollback", wf, "--confirm").envelope  # E_STEP_FAILED, results in details
+    kit("op", "undo", str(moved))
+    confirmed = kit("workflow", "rollback", wf, "--confirm").envelope  # the retry: rolled back
+    for output in (preview, failed, confirmed):
         validator.validate(output)
-    assert {r["status"] for r in confirmed["result"]["results"]} == {"rolled_back", "rollback_failed"}
+    assert {r["status"] for r in failed["error"]["details"]["results"]} == {"rolled_back", "rollback_failed"}
+    assert [r["status"] for r in confirmed["result"]["results"]] == ["rolled_back"]
     broken = copy.deepcopy(preview)
     del broken["result"]["blast_radius"]["would_roll_back"][0]["predicted"]
     assert not validator.is_valid(broken)

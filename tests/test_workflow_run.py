@@ -1,6 +1,7 @@
 """`workflow run`, `status`, `list`, `approve`, `resume`, `cancel`: real scripts as command
 steps, real processes where the test is about processes (kills, terminals)."""
 
+import json
 import os
 import pty
 import signal
@@ -377,7 +378,7 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     proc = kit.popen("workflow", "run", "flow.toml")
     pgid = kit.wait_for_ticks("deploy", proc)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=20)
+    out, _ = proc.communicate(timeout=20)
     from swarmctl import pids
 
     alive = pids.group_alive(pgid, None)
@@ -385,6 +386,12 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     assert not alive, "the command outlived SIGTERM to swarmctl"
     assert proc.returncode == 130
     wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+    # The envelope names the signal that came, the workflow and the step it stopped, and how long it ran.
+    envelope = json.loads(out)
+    error = envelope["error"]
+    assert error["code"] == "E_INTERRUPTED" and "SIGTERM" in error["message"] and "SIGINT" not in error["message"]
+    assert error["details"] == {"signal": "SIGTERM", "workflow": wf, "step": "deploy", "during": "run"}
+    assert envelope["meta"]["elapsed_ms"] > 0 and envelope["meta"]["repo"] == kit.repo
     status = kit("workflow", "status", wf, actor=None).result
     assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
     deploy = status["steps"][1]

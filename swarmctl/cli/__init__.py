@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any, Callable, NoReturn
 
@@ -18,9 +19,10 @@ from typer.exceptions import Abort
 
 from swarmctl import registry, runner
 from swarmctl.cli.app import Globals, build, tools_for
+from swarmctl.cli.inert import inert
 from swarmctl.cli.output import emit
 from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error
+from swarmctl.envelope import Meta, SwarmError, Terminated, exit_status, failure, internal_error, interrupted
 from swarmctl.envelope import exit_code as exit_status_of
 from swarmctl.spec import Tool
 
@@ -40,16 +42,79 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 def run(args: list[str]) -> int:
     """Run the CLI on `args`; return the exit status."""
+    if (bad := _not_utf8(args)) is not None:
+        return bad
     completing = any(key.endswith("_COMPLETE") and key.startswith("_SWARMCTL") for key in os.environ)
     command = typer.main.get_command(build(None if completing else tools_for(args)))
     try:
         status = command.main(args, prog_name="swarmctl", standalone_mode=False, obj={"argv": list(args)})
+    except NoArgsIsHelpError as exc:
+        if exc.ctx is not None and exc.ctx.parent is None:
+            # Bare `swarmctl`: the help on stdout, exit 0, as `--help` (and gh and kubectl) do.
+            print(exc.ctx.get_help())
+            return 0
+        return _usage_error(exc, quiet=_quiet(args))
     except UsageError as exc:
-        return _usage_error(exc)
+        return _usage_error(exc, quiet=_quiet(args))
     except Abort:
         print("Aborted.", file=sys.stderr)
         return 130
     return status if isinstance(status, int) else 0
+
+
+def _quiet(args: list[str]) -> bool:
+    """-q/--quiet anywhere on the command line (before `--`), for errors found before it is parsed."""
+    words = args[: args.index("--")] if "--" in args else args
+    return "-q" in words or "--quiet" in words
+
+
+def _not_utf8(args: list[str]) -> int | None:
+    """An argument (or SWARMCTL_* variable) that is not valid UTF-8 is bad usage, named: Python
+    hands such bytes over as lone surrogates, which no store or JSON reader should receive."""
+    where = None
+    for i, arg in enumerate(args):
+        if not _is_utf8(arg):
+            option = args[i - 1] if i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] else None
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            where = {"argument": i + 1, "value": shown, **({"option": option} if option else {})}
+            named = f"argument {i + 1} ('{shown}'{', the value of ' + option if option else ''})"
+            break
+    else:
+        for key, value in os.environ.items():
+            if key.startswith("SWARMCTL_") and not _is_utf8(value):
+                shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                where, named = {"variable": key, "value": shown}, f"{key} ('{shown}')"
+                break
+    if where is None:
+        return None
+    error = SwarmError(
+        "E_INVALID_ARG",
+        f"{named} is not valid UTF-8",
+        details=where,
+        hint="Give text as UTF-8 (check the terminal's or the script's encoding).",
+    )
+    print(f"Error: {inert(error.message)}", file=sys.stderr)
+    tool = _command_in(args)
+    emit(failure(tool.name if tool else None, error, Meta()), Globals(), tool)
+    return exit_status_of("E_INVALID_ARG")
+
+
+def _command_in(args: list[str]) -> Tool | None:
+    """The tool an argument list names, found without parsing it (for an error's `op`)."""
+    words = [a for a in args if not a.startswith("-") and _is_utf8(a)]
+    for start in range(len(words)):
+        for count in (2, 1):
+            if (tool := registry.by_command(tuple(words[start : start + count]))) is not None:
+                return tool
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> NoReturn:
@@ -65,17 +130,21 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     except SwarmError as exc:
         if exc.code == "E_INVALID_ARG" and usage:
             exc.details.setdefault("usage", usage)
-            print(f"{usage}\nError: {exc.message}", file=sys.stderr)
+            if not globals_.quiet:
+                print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except Exception as exc:
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
         ctx.progress = _progress_reporter(globals_)
+        ctx.on_warning = _warn
+        started = time.perf_counter()
         try:
             envelope = runner.run(tool, request, ctx)
         except KeyboardInterrupt as exc:
-            envelope = failure(tool.name, _interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+            elapsed_ms = int((time.perf_counter() - started) * 1000)
+            envelope = failure(tool.name, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
         finally:
             if ctx.progress is not None:
                 ctx.progress.close()
@@ -83,8 +152,14 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     raise typer.Exit(exit_status(envelope))
 
 
+def _warn(message: str) -> None:
+    print(f"swarmctl: warning: {inert(message)}", file=sys.stderr)
+
+
 def _progress_reporter(globals_: Globals) -> Any:
     """Progress for people on stderr, only when it is a terminal (Rich is imported only then)."""
+    if globals_.quiet:
+        return None
     try:
         if not sys.stderr.isatty():
             return None
@@ -96,26 +171,11 @@ def _progress_reporter(globals_: Globals) -> Any:
     return StepProgress(sys.stderr, color=wants_color(globals_.color))
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
-
-
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def _interrupted(exc: KeyboardInterrupt) -> SwarmError:
-    signal_name = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
-    return SwarmError(
-        "E_INTERRUPTED",
-        f"interrupted by {signal_name} before the command finished",
-        details={"signal": signal_name.split()[0]},
-        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
-        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
-    )
-
-
-def _usage_error(exc: UsageError) -> int:
+def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     """Bad usage is an envelope too: E_INVALID_ARG, the usage text in details and on stderr."""
     click_ctx = exc.ctx
     tool = None
@@ -132,8 +192,17 @@ def _usage_error(exc: UsageError) -> int:
         details={"usage": usage},
         hint=f"Run `{where} --help` for usage.",
     )
-    exc.show(file=sys.stderr)
+    if not quiet:
+        if isinstance(exc, NoArgsIsHelpError):
+            exc.show(file=sys.stderr)  # the help text, ours
+        else:
+            # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
+            if click_ctx is not None:
+                print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
+            print(f"Error: {inert(message)}", file=sys.stderr)
     globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     auth = Context(actor=globals_.actor if globals_ else None).auth
-    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_ or Globals(), tool)
+    globals_ = globals_ or Globals()
+    globals_.quiet = globals_.quiet or quiet
+    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_, tool)
     return exit_status_of("E_INVALID_ARG")

@@ -30,8 +30,19 @@ CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and pri
 
 TOOL is a tool's name (`undo`, `op_log`, `ref_set`, ...: the envelope's `op`). JSON is its
 arguments as one JSON object, `-` to read them from stdin; omitted, `{}`. They are validated
-by the tool's request type (`swarmctl schema TYPE`); fields it does not know are ignored; a
-field named twice is E_INVALID_ARG. An unknown TOOL is E_NOT_FOUND with the list of tools.
+by the tool's request type (`swarmctl schema TYPE`). Fields it does not know are ignored,
+listed in `meta.ignored` and named in a warning on stderr; a near miss of a known field
+(`dryrun`, `dry-run`, `dryRun` for `dry_run`, `expected` for `expect`) is E_INVALID_ARG with
+`details.did_you_mean`, and nothing is run. A field named twice is E_INVALID_ARG. Arguments
+larger than SWARMCTL_MAX_INPUT_BYTES (16 MiB) or nested deeper than SWARMCTL_MAX_JSON_DEPTH
+(64) are E_INVALID_ARG. An unknown TOOL is E_NOT_FOUND with the list of tools.
+
+With --lines (and no TOOL), it reads JSON Lines from stdin, one call a line:
+{"tool": "ref_set", "arguments": {...}, "id": 7} (arguments optional; id optional, any JSON
+value, echoed as meta.id), and prints one envelope a line as each call ends, on one open store.
+Each call is its own transaction and op; a failing call does not stop the rest unless
+--stop-on-error is given. Blank lines are skipped. The exit status is 0 when every call
+succeeded, else the exit code of the first failure.
 """
 
 
@@ -54,11 +65,14 @@ def mcp(
     # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
     globals_.repo = repo or globals_.repo
     globals_.actor = actor or globals_.actor
-    if globals_.actor is not None:
-        try:
+    from swarmctl import limits
+
+    try:
+        if globals_.actor is not None:
             names.check_actor(globals_.actor)
-        except SwarmError as exc:
-            _fail(exc, globals_)
+        limits.max_json_depth(), limits.max_input_bytes()  # a bad setting fails here, not mid-serve
+    except SwarmError as exc:
+        _fail(exc, globals_)
     if sys.stdin.isatty():
         print(
             "swarmctl mcp: serving MCP on stdin/stdout for an MCP client (Ctrl-D ends).",
@@ -77,24 +91,97 @@ def _complete_tools(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]
 
 def call(
     cli_ctx: typer.Context,
-    tool: Annotated[str, typer.Argument(metavar="TOOL", help="The tool's name, e.g. undo or op_log.", autocompletion=_complete_tools, show_default=False)],
+    tool: Annotated[
+        Optional[str],
+        typer.Argument(metavar="TOOL", help="The tool's name, e.g. undo or op_log.", autocompletion=_complete_tools, show_default=False),
+    ] = None,
     arguments: Annotated[
         Optional[str],
         typer.Argument(metavar="JSON", help="The arguments as a JSON object, or - to read them from stdin. Default: {}.", show_default=False),
     ] = None,
+    lines: Annotated[
+        bool, typer.Option("--lines", help="Read calls from stdin as JSON Lines; print one envelope a line.")
+    ] = False,
+    stop_on_error: Annotated[
+        bool, typer.Option("--stop-on-error", help="With --lines: run no more calls after the first that fails.")
+    ] = False,
 ) -> None:
+    from typer._click.exceptions import UsageError
+
     from swarmctl import registry
     from swarmctl.calls import call_text
     from swarmctl.cli.output import emit
     from swarmctl.context import Context
-    from swarmctl.envelope import exit_status
+    from swarmctl.envelope import Meta, SwarmError, exit_status, failure
 
     globals_ = cli_ctx.obj
-    text = sys.stdin.read() if arguments == "-" else ("{}" if arguments is None else arguments)
+    if lines:
+        if tool is not None:
+            raise UsageError("--lines reads its calls from stdin: give no TOOL or JSON", ctx=cli_ctx)
+        raise typer.Exit(_call_lines(globals_, stop_on_error))
+    if stop_on_error:
+        raise UsageError("--stop-on-error goes with --lines", ctx=cli_ctx)
+    if tool is None:
+        raise UsageError("Missing argument 'TOOL'.", ctx=cli_ctx)
     tools = registry.by_name()
-    envelope = call_text(tool, text, Context(repo=globals_.repo, actor=globals_.actor), tools)
+    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    try:
+        # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
+        text = _stdin_text() if arguments == "-" else ("{}" if arguments is None else arguments)
+    except SwarmError as exc:
+        envelope = failure(tool if tool in tools else None, exc, Meta(auth=ctx.auth))
+    else:
+        envelope = call_text(tool, text, ctx, tools)
+    ignored = envelope["meta"].get("ignored")
+    if ignored:
+        print(f"swarmctl call: {tool} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
     emit(envelope, globals_, tools.get(tool))
     raise typer.Exit(exit_status(envelope))
+
+
+def _call_lines(globals_: Any, stop_on_error: bool) -> int:
+    """`call --lines`: each line of stdin a call, each envelope a line of stdout, as it ends."""
+    from swarmctl import registry
+    from swarmctl.calls import call_line
+    from swarmctl.context import Context, OpenStores
+    from swarmctl.envelope import Meta, dumps, exit_status, failure, interrupted
+
+    tools, stores, status = registry.by_name(), OpenStores(), 0
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            ctx = Context(repo=globals_.repo, actor=globals_.actor, stores=stores)
+            try:
+                envelope = call_line(line, ctx, tools)
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
+                envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+                _write_line(dumps(envelope))
+                return exit_status(envelope)
+            if not _write_line(dumps(envelope)):
+                break  # the reader is gone: run nothing more that no one would see
+            if not envelope["ok"]:
+                status = status or exit_status(envelope)
+                if stop_on_error:
+                    break
+    finally:
+        stores.close()
+    return status
+
+
+def _write_line(text: str) -> bool:
+    """Write one line to stdout now (a caller reads each result as it comes); False when the
+    pipe is closed."""
+    import os
+
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # as output.py does: no complaint at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        return False
 
 
 COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) on stdout.
@@ -115,6 +202,17 @@ def completion(
 
     sys.stdout.write(completions.script(shell))
     raise typer.Exit(0)
+
+
+def _stdin_text() -> str:
+    from swarmctl import limits
+    from swarmctl.envelope import SwarmError
+
+    data = limits.read_bounded(sys.stdin.buffer, "stdin")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"stdin is not UTF-8 text: {exc}", details={"input": "stdin"}) from None
 
 
 def _fail(error: Any, globals_: Any) -> None:

@@ -1,10 +1,15 @@
 """Printing an envelope: compact JSON to a pipe, indented (and coloured) JSON to a terminal,
-or Rich tables with `-o table`. Nothing else is ever printed on stdout."""
+or Rich tables with `-o table`. Nothing else is ever printed on stdout.
+
+The exceptions to one envelope, each asked for by users (SPEC §1): `-q/--quiet` prints nothing
+on stdout (a failure's code and message on one stderr line); `-o jsonl` prints a list result
+one record a line, any other result as one line, and a failure as its envelope's one line."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -14,16 +19,34 @@ from swarmctl.envelope import dumps
 def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     from swarmctl.cli.app import wants_color
 
+    if getattr(globals_, "quiet", False):
+        if not envelope["ok"]:
+            print(quiet_line(envelope["error"]), file=sys.stderr)
+        return
+    if globals_.output == "jsonl":
+        _write("".join(dumps(record) + "\n" for record in jsonl_records(envelope, tool)))
+        return
     color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
     if globals_.output == "table":
         from swarmctl.cli import tables
 
+        # An error is for the person at the terminal: stderr, with stdout left empty (a pipe
+        # reading the table gets nothing rather than an error to parse as rows).
+        on_stderr = not envelope["ok"]
+        if on_stderr:
+            color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color)
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
         except Exception as exc:  # a bug in a renderer must not hide what the command did
-            print(f"swarmctl: cannot render this result as a table ({exc}); here is the envelope", file=sys.stderr)
+            from swarmctl.cli.inert import inert
+
+            print(f"swarmctl: cannot render this result as a table ({inert(str(exc))}); here is the envelope", file=sys.stderr)
             text = dumps(envelope) + "\n"
-        _write(text)
+        if on_stderr:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        else:
+            _write(text)
     elif sys.stdout.isatty() or globals_.color == "always":
         if color:
             _write(_highlighted(envelope))
@@ -31,6 +54,32 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(dumps(envelope) + "\n")
+
+
+def quiet_line(error: dict[str, Any]) -> str:
+    """A failure in one line, for -q: its code and message (control characters made inert)."""
+    from swarmctl.cli.inert import inert
+
+    return f"{error['code']}: {inert(' '.join(str(error['message']).split()))}"
+
+
+def jsonl_records(envelope: dict[str, Any], tool: Any) -> list[Any]:
+    """What `-o jsonl` prints, a line each: the records of a list result (the tool names its list),
+    the result itself otherwise, or the whole envelope of a failure."""
+    if not envelope["ok"]:
+        return [envelope]
+    result = envelope["result"]
+    records = getattr(tool, "records", None)
+    if records and isinstance(result, dict) and isinstance(result.get(records), list):
+        return result[records]
+    return [result]
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _highlighted(envelope: dict[str, Any]) -> str:
@@ -51,7 +100,11 @@ class _Sink:
 
 
 def _write(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head -1`) ends quietly."""
+    """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
+    valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
+    JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
+    if not _is_utf8(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -59,3 +112,14 @@ def _write(text: str) -> None:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,15 +1,35 @@
-"""`-o table`: the same result, rendered with Rich for people."""
+"""`-o table`: the same result, rendered with Rich for people.
+
+Tables fit the terminal (COLUMNS, at least 40): the columns that matter most stay whole, long
+text is cut with `…` (the JSON keeps everything). Times are shown in the local time zone (TZ),
+short, and on a terminal the last 24 hours as relative times (`3 min ago`).
+"""
 
 from __future__ import annotations
 
 import io
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+MIN_WIDTH = 40
 
-def render(envelope: dict[str, Any], *, color: bool) -> str:
+
+class _Options:
+    terminal = False  # relative times only for a person at a terminal, never in a pipe or a file
+    now: datetime | None = None  # the clock, for tests
+
+
+def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> str:
     """The envelope for people. Every string from the envelope is escaped first, so text that
     looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
-    renderers put data into markup freely, and write literal brackets as `\\[`."""
+    renderers put data into markup freely, and write literal brackets as `\\[`. Control and
+    format characters are escaped too (swarmctl/cli/inert.py): a terminal acts on none of them."""
+    import time
+
+    time.tzset()  # TZ as it is now, also when it changed in this process
+    _Options.terminal = terminal
+    if envelope["ok"] and envelope["op"] in ("op_log", "demo") and len(envelope["result"]["ops"]) > PLAIN_ROWS:
+        return _plain_ops(envelope["result"])
     from rich.console import Console
 
     out = io.StringIO()
@@ -29,19 +49,105 @@ def render(envelope: dict[str, Any], *, color: bool) -> str:
 def _escaped(value: Any) -> Any:
     from rich.markup import escape
 
+    from swarmctl.cli.inert import inert
+
     if isinstance(value, str):
-        return escape(value)
+        return escape(inert(value))
     if isinstance(value, list):
         return [_escaped(v) for v in value]
     if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
     return value
 
 
 def _width() -> int:
+    """The terminal's width (COLUMNS first, as shutil reads it); 120 when there is none."""
     import shutil
 
-    return max(80, shutil.get_terminal_size((120, 24)).columns)
+    return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns)
+
+
+def when(at: str | None, *, now: datetime | None = None, relative: bool | None = None) -> str:
+    """An RFC 3339 UTC time for people: local and short (`2026-11-30 22:04:38`), or, on a
+    terminal and within the last 24 hours, relative (`3 min ago`)."""
+    if not at:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        return at
+    relative = _Options.terminal if relative is None else relative
+    if relative:
+        now = now or _Options.now or datetime.now(timezone.utc)
+        age = now - moment
+        if timedelta(0) <= age < timedelta(days=1):
+            seconds = int(age.total_seconds())
+            if seconds < 60:
+                return f"{seconds} s ago"
+            if seconds < 3600:
+                return f"{seconds // 60} min ago"
+            return f"{seconds // 3600} h ago"
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cut(text: str, width: int) -> str:
+    """Each line of `text` at most `width` characters, cut with `…`."""
+    return "\n".join(line if len(line) <= width else line[: max(0, width - 1)] + "…" for line in text.split("\n"))
+
+
+class Fit:
+    """Column widths that fit `width`: the columns that matter most whole, the others cut.
+
+    `columns` are (name, natural width, how): "keep" columns are always shown whole (op, actor,
+    kind), "whole" ones whole or not at all (a time), "cut" ones shortened to fit, to no less
+    than MIN_CUT, or left out. `drop` names the order in which columns are left out when there
+    is no room. Showing a column matters more than borders: a narrow table goes borderless first.
+    """
+
+    MIN_CUT = 8
+
+    def __init__(
+        self, width: int, columns: list[tuple[str, int, str]], drop: list[str], least: dict[str, int] | None = None
+    ) -> None:
+        self.width = width
+        self.columns = columns
+        self.drop = drop
+        self.least = least or {}
+        self.bordered, self.widths = self._choose()
+
+    @staticmethod
+    def overhead(n: int, bordered: bool) -> int:
+        return 3 * n + 1 if bordered else 2 * (n - 1)
+
+    def _choose(self) -> tuple[bool, dict[str, int]]:
+        for dropped in range(len(self.drop) + 1):
+            shown = [c for c in self.columns if c[0] not in self.drop[:dropped]]
+            for bordered in (True, False):
+                widths = self._widths(shown, bordered)
+                if widths is not None:
+                    return bordered, widths
+        return False, {name: natural for name, natural, how in self.columns if how == "keep"}
+
+    def _widths(self, shown: list[tuple[str, int, str]], bordered: bool) -> dict[str, int] | None:
+        """Whole columns at their width; the cut ones, in order, each as wide as it can be while
+        the ones after it keep their least width."""
+        room = self.width - self.overhead(len(shown), bordered)
+        widths = {name: natural for name, natural, how in shown if how != "cut"}
+        cut = [(name, min(natural, self.least.get(name, self.MIN_CUT)), natural) for name, natural, how in shown if how == "cut"]
+        spare = room - sum(widths.values())
+        if spare < sum(least for _, least, _ in cut):
+            return None
+        for i, (name, least, natural) in enumerate(cut):
+            widths[name] = min(natural, spare - sum(least for _, least, _ in cut[i + 1 :]))
+            spare -= widths[name]
+        return {name: widths[name] for name, _, _ in shown}
+
+    def table(self, **options: Any) -> Any:
+        from rich.table import Table
+
+        if self.bordered:
+            return Table(**options)
+        return Table(box=None, pad_edge=False, show_edge=False, **options)
 
 
 def _short(cid: str | None) -> str:
@@ -55,17 +161,60 @@ def _moves(moves: list[dict[str, Any]]) -> str:
 
 
 def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> None:
-    from rich.table import Table
-
-    table = Table(title=title, show_lines=False)
-    for column in ("op", "when", "actor", "kind"):
-        table.add_column(column, no_wrap=True)
-    for column in ("description", "ref moves"):
-        table.add_column(column, overflow="fold")
-    for op in ops:
-        mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
-        table.add_row(str(op["op"]), op["at"], op["actor"], op["kind"], op["description"] + mark, _moves(op["ref_moves"]))
+    rows = [
+        {
+            "op": str(op["op"]),
+            "when": when(op["at"]),
+            "actor": op["actor"],
+            "kind": op["kind"],
+            "description": op["description"] + (f" (undone by {op['undone_by']})" if op.get("undone_by") else ""),
+            "ref moves": _moves(op["ref_moves"]),
+        }
+        for op in ops
+    ]
+    how = {"op": "keep", "when": "whole", "actor": "keep", "kind": "keep", "description": "cut", "ref moves": "cut"}
+    natural = {c: max([len(c), *(len(line) for r in rows for line in r[c].split("\n"))]) for c in how}
+    # At a narrow terminal the ref moves go first, then the time; op, actor and kind stay whole.
+    fit = Fit(
+        console.width, [(c, natural[c], how[c]) for c in how], drop=["ref moves", "when", "description"],
+        least={"ref moves": 24},  # shorter, a move shows neither of its ids
+    )
+    table = fit.table(title=title)
+    for column, width in fit.widths.items():
+        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
     console.print(table)
+
+
+# Above this many ops, a table is printed plain (fixed-width columns, one line an op) rather than
+# by Rich, which takes seconds and a hundred MiB for 10,000 rows (measured in bench/perf.py).
+PLAIN_ROWS = 300
+
+
+def _plain_ops(result: dict[str, Any]) -> str:
+    """The op log as fixed-width columns, one line an op: op, when (as the Rich table shows it),
+    actor and kind padded to their widest, the description to at most 60 characters, then the
+    ref moves. Control and format characters are escaped (inert), line breaks too."""
+    from swarmctl.cli.inert import inert
+
+    rows = [("op", "when", "actor", "kind", "description", "ref moves")]
+    for op in result["ops"]:
+        mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
+        moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
+        rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], op["description"] + mark, moves))
+    rows = [tuple(inert(cell, keep="") for cell in row) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    widths[4] = min(widths[4], 60)
+    lines = []
+    for row in rows:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
+        lines.append(line.rstrip())
+    lines.insert(1, "  ".join("-" * width for width in widths) + "  " + "-" * len(rows[0][5]))
+    if result.get("has_more"):
+        cursor = result.get("next_before")
+        lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
+    return "\n".join(lines) + "\n"
 
 
 def _op_log(console, result: dict[str, Any]) -> None:
@@ -201,10 +350,12 @@ def _workflows(console, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table()
-    for column in ("workflow", "name", "state", "steps done", "created by", "created", "updated"):
+    # The id is what a person copies into the next command: never folded; the rest give way.
+    table.add_column("workflow", no_wrap=True, min_width=max((len(wf["id"]) for wf in result["workflows"]), default=8))
+    for column in ("name", "state", "steps done", "created by", "created", "updated"):
         table.add_column(column, overflow="fold")
     for wf in result["workflows"]:
-        table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], wf["created_at"], wf["updated_at"])
+        table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], when(wf["created_at"]), when(wf["updated_at"]))
     console.print(table)
     if result.get("has_more"):
         console.print("[dim]more: raise --limit[/]")

@@ -7,7 +7,7 @@ What differs from run to run is replaced, as in the reference pages: the tempora
 run used by [tmp], changeset ids (full, or the short form names.short_id prints) by [c1], [c2],
 ... in order of first appearance, a shorter prefix of a changeset id seen in the transcript (as
 a user types one: `ref set main 3f9a1c`) by its id's placeholder and its length ([c1:6]), times
-by [at], elapsed_ms by "[elapsed_ms]", the version by [version], workflow ids by [w1], [w2],
+by [at] (as tables show them, in local time: [local time]), elapsed_ms by "[elapsed_ms]", the version by [version], workflow ids by [w1], [w2],
 ..., blast-radius preview ids by [p1], [p2], ..., a command's duration_ms by "[duration_ms]" and
 process ids by [pid]. Other run-dependent ids get their own placeholders here, and only here.
 """
@@ -26,6 +26,7 @@ _HEX_ID = re.compile(_ALONE.format(f"[0-9a-f]{{{SHORT_ID_LEN}}}(?:[0-9a-f]{{{ID_
 _FULL_ID = re.compile(_ALONE.format(f"[0-9a-f]{{{ID_HEX_LEN}}}"))
 _HEX_WORD = re.compile(_ALONE.format(f"[0-9a-f]{{{MIN_PREFIX_LEN},{ID_HEX_LEN - 1}}}"))
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_TABLE_TIME = re.compile(r"(?<![\dT:-])\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?![\d.:])")  # tables, in local time
 _ELAPSED = re.compile(r'("elapsed_ms":\s*)\d+')
 _CORRELATION = re.compile(r"correlation id [0-9a-f]{12}|(\"correlation_id\":\s*\")[0-9a-f]{12}")
 # Workflows: ids (wf- and 8 base32 characters) and blast-radius fingerprints (pv- and 16 hex
@@ -45,6 +46,7 @@ class Normalizer:
         self.workflows: dict[str, str] = {}
         self.previews: dict[str, str] = {}
         self.full_ids: set[str] = set()
+        self.short_ids: set[str] = set()
 
     def _id(self, match: re.Match) -> str:
         return self._placeholder(match.group()[:SHORT_ID_LEN])
@@ -68,6 +70,7 @@ class Normalizer:
         if len(word) == SHORT_ID_LEN:
             return word  # a short id: _HEX_ID's
         owners = {full[:SHORT_ID_LEN] for full in self.full_ids if full.startswith(word)}
+        owners |= {short for short in self.short_ids if short.startswith(word)}  # a table cuts one: `3f9a1c…`
         if len(owners) != 1:
             return word  # not a prefix of one id seen: leave it
         return self._placeholder(owners.pop())[:-1] + f":{len(word)}]"
@@ -80,10 +83,12 @@ class Normalizer:
         text = _PREVIEW_ID.sub(self._numbered(self.previews, "p"), text)
         # Times, durations and pids first: their digits must not be taken for id prefixes.
         text = _TIME.sub("[at]", text)
+        text = _TABLE_TIME.sub("[local time]", text)
         text = _ELAPSED.sub(r'\1"[elapsed_ms]"', text)
         text = _DURATION.sub(r'\1"[duration_ms]"', text)
         text = _PID.sub(lambda m: (m.group(1) + '"[pid]"') if m.group(1) else m.group(2) + "[pid]", text)
         self.full_ids.update(_FULL_ID.findall(text))
+        self.short_ids.update(found[:SHORT_ID_LEN] for found in _HEX_ID.findall(text))
         text = _HEX_WORD.sub(self._prefix, text)
         text = _HEX_ID.sub(self._id, text)
         text = text.replace(version(), "[version]")

@@ -20,8 +20,8 @@ from typing import Mapping
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
-from swarmctl.store.errors import not_a_repo
-from swarmctl.store.files import discover, is_store
+from swarmctl.store.errors import not_a_repo, os_failure
+from swarmctl.store.files import discover, is_store, resolve
 from swarmctl.store.sql import Conn
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -34,7 +34,12 @@ def is_url(where: str | Path) -> bool:
 
 def locate(given: str, cwd: Path) -> str | Path:
     """What `--repo` or `init PATH` names: a server's URL as given, or a path from `cwd`."""
-    return given if is_url(given) else (cwd / given).resolve()
+    if is_url(given):
+        return given
+    try:
+        return resolve(cwd / given)
+    except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
+        return cwd / given
 
 
 # libpq's variables that carry a password (PGPASSFILE names a file: a path, not a secret).
@@ -64,9 +69,19 @@ def backend_for(where: str | Path) -> type[Store]:
 
 
 def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
-    """A driver's failure that escaped the store's own helpers, as a typed error (else None)."""
-    if store is not None:
-        return store.translated(exc)
+    """A failure that escaped the store's own helpers, as a typed error (else None): a driver's;
+    text in the store that is not UTF-8 or a JSON column that is not JSON (damage); a
+    filesystem failure that means something to the caller (swarmctl/store/errors.py)."""
+    import json
+
+    if store is not None and (typed := store.translated(exc)) is not None:
+        return typed
+    if store is not None and isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+        from swarmctl.store.errors import corrupt
+
+        return corrupt(f"the store holds a value it cannot read: {exc}", store.path)
+    if isinstance(exc, OSError):
+        return os_failure(exc, store.path if store is not None else None)
     import sqlite3
 
     if isinstance(exc, sqlite3.Error):
@@ -87,6 +102,8 @@ __all__ = [
     "is_url",
     "locate",
     "not_a_repo",
+    "os_failure",
+    "resolve",
     "translated",
     "without_store_password",
 ]

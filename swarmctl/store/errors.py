@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from pathlib import Path
 
@@ -26,10 +28,19 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
             details=where,
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
         )
+    if code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN, _SQLITE_IOERR) and path is not None:
+        if (blamed := blame_files(path)) is not None:
+            return blamed
     if code in (_SQLITE_READONLY, _SQLITE_PERM):
         return forbidden(path, f"the store is read-only here: {text}")
+    if code == _SQLITE_CONSTRAINT and exc.sqlite_errorcode == _SQLITE_CONSTRAINT_FOREIGNKEY:  # type: ignore[attr-defined]
+        return corrupt(
+            f"the store refers to a row that is not there (a ref or op names a missing changeset): {text}", path
+        )
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return corrupt(f"the store's database fails its checks: {text}", path)
+    if text.startswith("Could not decode to UTF-8"):  # sqlite3's own, with no SQLite code
+        return corrupt(f"the store holds text that is not valid UTF-8: {text}", path)
     if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
         return corrupt(f"the store's database lacks part of its schema: {text}", path)
     if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
@@ -49,13 +60,15 @@ def _primary_code(exc: sqlite3.Error) -> int:
 # SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
 _SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
+_SQLITE_CONSTRAINT, _SQLITE_CONSTRAINT_FOREIGNKEY = 19, 787
 
 
-def forbidden(path: Path | None, message: str, hint: str | None = None) -> SwarmError:
+def forbidden(path: Path | None, message: str, hint: str | None = None, *, reason: str = "read_only",
+              file: Path | str | None = None) -> SwarmError:
     return SwarmError(
         "E_FORBIDDEN",
         message,
-        details={**({"repo": str(path)} if path else {}), "reason": "read_only"},
+        details={**({"repo": str(path)} if path else {}), "reason": reason, **({"file": str(file)} if file else {})},
         hint=hint
         or "Nothing was written. Reads work; writing needs write access to the store's directory "
         "and its database file.",
@@ -88,6 +101,9 @@ def open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
     """Why a store could not be opened: the first reads of a database tell a corrupt file, a
     file that is not a store, and one this user may not read apart."""
     code = _primary_code(exc)
+    if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_PERM):
+        if (blamed := blame_files(path)) is not None:
+            return blamed
     if code in (_SQLITE_CANTOPEN, _SQLITE_READONLY) and not writable and on_readonly_filesystem(path):
         return forbidden(
             path,
@@ -106,3 +122,75 @@ def open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return translate(exc, path)
     return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
+
+
+def blame_files(path: Path, *, side_files: bool = True) -> SwarmError | None:
+    """The real cause when SQLite cannot open or write a store's files, if it is one of these:
+    a file this user may not read or write, or a -wal or -shm that is not a file. (SQLite says
+    only "unable to open" or "read-only", which would blame the wrong file.)"""
+    db = path / DB_FILE
+    if not _allowed(path, os.X_OK):
+        return permission_denied(path, path, "enter")
+    if not _allowed(db, os.R_OK):
+        return permission_denied(path, db, "read")
+    for suffix in ("-wal", "-shm") if side_files else ():
+        side = Path(f"{db}{suffix}")
+        if os.path.lexists(side) and not side.is_file():
+            kind = "a directory" if side.is_dir() else "not a regular file"
+            return SwarmError(
+                "E_STORE_CORRUPT",
+                f"{side} is {kind}: SQLite keeps the store's {'write-ahead log' if suffix == '-wal' else 'shared-memory index'} "
+                "there and cannot use it",
+                details={"repo": str(path), "file": str(side)},
+                hint=f"Nothing was written. Move {side} out of the way (SQLite makes it again), then retry.",
+            )
+        if os.path.lexists(side) and not _allowed(side, os.R_OK | os.W_OK) and not on_readonly_filesystem(path):
+            return permission_denied(path, side, "read and write")
+    return None
+
+
+def permission_denied(path: Path, file: Path, verb: str) -> SwarmError:
+    return forbidden(
+        path,
+        f"permission denied: this user may not {verb} {file}",
+        hint=f"Nothing was written. Run as a user who may {verb} {file}, or change its permissions.",
+        reason="permission_denied",
+        file=file,
+    )
+
+
+def _allowed(path: Path, mode: int) -> bool:
+    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
+
+
+def os_failure(exc: OSError, path: Path | None = None) -> SwarmError | None:
+    """What a filesystem failure while finding or opening a store means to the caller, as a
+    typed error; None when it is none of these (a bug, then)."""
+    name = exc.filename if exc.filename is not None else path
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        file = Path(os.fsdecode(name)) if name is not None else None
+        return forbidden(
+            path,
+            f"permission denied: {name}",
+            hint="Nothing was written. Run as a user who may use this path, or change its permissions.",
+            reason="permission_denied",
+            file=file,
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        return SwarmError(
+            "E_INVALID_ARG",
+            f"a file name is too long (a name may have at most 255 bytes): {name}",
+            details={"path": str(name)},
+            hint="Choose a shorter name.",
+        )
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        why = "a loop of symbolic links" if exc.errno == errno.ELOOP else "a part of it is not a directory"
+        return SwarmError(
+            "E_NOT_A_REPO",
+            f"no swarmops store at {name}: {why}",
+            details={"path": str(name)},
+            hint="Point --repo or SWARMCTL_REPO at a store's directory.",
+        )
+    if exc.errno == errno.EROFS:
+        return forbidden(path, f"the store is on a read-only filesystem: {name}")
+    return None

@@ -33,13 +33,24 @@ def lock_timeout() -> float:
     return value
 
 
+def resolve(path: Path) -> Path:
+    """`path` made absolute with its symbolic links followed; a loop is an OSError (ELOOP), as
+    the system would say, not the RuntimeError Python 3.11 raises."""
+    try:
+        return path.resolve()
+    except RuntimeError as exc:
+        import errno
+
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+
+
 def is_store(path: Path) -> bool:
     return (path / DB_FILE).is_file()
 
 
 def discover(start: Path) -> Path | None:
     """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
-    start = start.resolve()
+    start = resolve(start)
     for candidate in (start, *start.parents):
         if is_store(candidate):
             return candidate
@@ -61,6 +72,44 @@ def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Con
     if not readonly:
         conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def keep_wal_on_close(conn: sqlite3.Connection, db: Path) -> bool:
+    """Let `conn` close without folding the WAL into the database (SQLite's
+    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE). Whether that was done.
+
+    The last connection to close a WAL database otherwise checkpoints it and deletes the -wal
+    and -shm files, which the next process recreates: a command that commits one change would
+    sync the disk five times instead of once. Left alone, the WAL is checkpointed by SQLite's
+    automatic checkpoint (every 1,000 pages) and the -wal file stays beside the database, which
+    is why a backup copies the store's directory, never the database file alone.
+
+    Python 3.12 has `Connection.setconfig`; 3.11 does not, so there the option is set through
+    ctypes on the connection's `sqlite3 *` handle, checked first to be the handle of `db`.
+    """
+    option = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", 1006)
+    if hasattr(conn, "setconfig"):
+        return conn.setconfig(option, True)
+    try:
+        import ctypes
+
+        import _sqlite3
+
+        lib = ctypes.CDLL(_sqlite3.__file__)  # its symbols, and the libsqlite3 it uses
+        # The handle is the first field after the object header (CPython's pysqlite_Connection).
+        handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
+        lib.sqlite3_db_filename.restype = ctypes.c_char_p
+        lib.sqlite3_db_filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        if not handle or lib.sqlite3_db_filename(handle, b"main") != os.fsencode(db):
+            return False
+        lib.sqlite3_db_config.restype = ctypes.c_int
+        done = ctypes.c_int(0)
+        status = lib.sqlite3_db_config(
+            ctypes.c_void_p(handle), ctypes.c_int(option), ctypes.c_int(1), ctypes.byref(done)
+        )
+        return status == 0 and done.value == 1
+    except (OSError, AttributeError, ValueError):
+        return False  # checkpoint on close, as SQLite does by default: slower, never wrong
 
 
 def can_write_store(path: Path, db: Path) -> bool:

@@ -301,6 +301,16 @@ def changeset_row(conn: Conn, cid: str) -> dict[str, Any] | None:
     }
 
 
+def ref_changeset(conn: Conn, name: str, target: str) -> dict[str, Any]:
+    """The changeset a ref names; its absence is damage (the refs table points at changesets)."""
+    row = changeset_row(conn, target)
+    if row is None:
+        from swarmctl.store.errors import corrupt
+
+        raise corrupt(f"ref {name} names changeset {target}, which is not in the store", None)
+    return row
+
+
 def blob_sizes(conn: Conn, blob_ids: Iterable[str]) -> dict[str, int]:
     ids = list(blob_ids)
     if not ids:

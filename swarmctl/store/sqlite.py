@@ -12,12 +12,14 @@ from typing import Callable
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Store, Writer
-from swarmctl.store.errors import corrupt, forbidden, not_a_repo, open_failure, translate
+from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure, translate
 from swarmctl.store.files import (
+    resolve,
     can_write,
     can_write_store,
     connect,
     is_store,
+    keep_wal_on_close,
     on_readonly_filesystem,
     unwritable_why,
     wal_is_empty,
@@ -62,11 +64,25 @@ class SqliteStore(Store):
     # --- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, *, readonly: bool = False) -> "SqliteStore":
-        path = Path(path).resolve()
+    def open(cls, path: str | Path, *, readonly: bool = False, keep_wal: bool = True) -> "SqliteStore":
+        """The store at `path`. A connection that may write closes without folding the WAL into
+        the database (`keep_wal`, see files.keep_wal_on_close): a committed change costs one disk
+        sync, and a command that fails or only reads leaves the files as it found them."""
+        try:
+            return cls._open(Path(path), readonly, keep_wal)
+        except OSError as exc:
+            raise os_failure(exc, Path(path)) or exc
+
+    @classmethod
+    def _open(cls, path: Path, readonly: bool, keep_wal: bool) -> "SqliteStore":
+        path = resolve(path)
         db = path / DB_FILE
+        if path.is_dir() and not os.access(path, os.X_OK):
+            raise blame_files(path) or not_a_repo(path)  # a directory this user may not enter
         if not db.is_file():
             raise not_a_repo(path)
+        if (blamed := blame_files(path, side_files=False)) is not None:
+            raise blamed  # a file this user may not read: say which, before SQLite blames another
         writable = can_write_store(path, db)
         # A WAL database is read through its -shm file, which SQLite must be able to create.
         # On a read-only filesystem no one can write the store, so it may be read as an
@@ -75,6 +91,8 @@ class SqliteStore(Store):
         conn = None
         try:
             conn = connect(db, readonly=readonly or not writable, immutable=immutable)
+            if keep_wal and writable and not readonly:
+                keep_wal_on_close(conn, db)
             store = cls(path, conn, readonly, writable)
             store._check_format()
         except BaseException as exc:
@@ -101,7 +119,21 @@ class SqliteStore(Store):
     @classmethod
     def make(cls, path: str | Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         """A new store, filled by `fill` in its first write transaction (as `actor`)."""
-        path = Path(path).resolve()
+        try:
+            return cls._make(Path(path), actor, fill)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise SwarmError(
+                    "E_INVALID_ARG",
+                    f"cannot make a store at {path}: {os.strerror(exc.errno)}",
+                    details={"path": str(path)},
+                    hint="Choose a directory that can be made.",
+                ) from exc
+            raise os_failure(exc, Path(path)) or exc
+
+    @classmethod
+    def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
+        path = resolve(path)
         if is_store(path):
             raise _already_a_store(path)
         if path.exists() and not path.is_dir():
@@ -139,7 +171,8 @@ class SqliteStore(Store):
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)
-        return cls.open(path)
+        # Its first users (init, demo) fold their WAL in on close: a new store is one file.
+        return cls.open(path, keep_wal=False)
 
     # --- the transaction helper's steps (see Store.write) ---------------------------------
 

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type
 from swarmctl.store import Conn, Move, Writer, conflicts, queries
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
@@ -89,8 +89,12 @@ class OpLogReq:
     )
     actor: str | None = arg(None, description="Only ops by this actor (kind/name).", cli=Cli(complete="actors"))
     kind: OpKind | None = arg(None, description="Only ops of this kind.")
-    since: str | None = arg(None, description="Only ops at or after this RFC 3339 time.")
-    until: str | None = arg(None, description="Only ops at or before this RFC 3339 time.")
+    since: str | None = arg(
+        None, description="Only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
+    until: str | None = arg(
+        None, description="Only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
 
 
 @request_type
@@ -116,7 +120,7 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     """List the store's operations, newest first, with the refs each one moved.
 
     Filters combine: `--ref` (ops that moved that ref, also after it was deleted), `--actor`,
-    `--kind`, `--since`/`--until` (RFC 3339). Page with `--before next_before` (older) or
+    `--kind`, `--since`/`--until` (RFC 3339 times, or durations before now: `15m`, `2h`, `7d`). Page with `--before next_before` (older) or
     `--after next_after` (newer). Reading a page costs the same on a log of any length.
     Never writes to the store.
     """
@@ -124,13 +128,14 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     store = ctx.store()
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
-        records = [OpRecord.from_row(r) for r in queries.op_records(conn, found)]
+        # The rows are OpRecords in their JSON form already (see spec.JsonRows).
+        records = JsonRows(queries.op_records(conn, found))
     forward = req.after is not None and req.before is None
     result = OpLogResult(
         ops=records,
         has_more=has_more,
-        next_before=records[-1].op if records and has_more and not forward else None,
-        next_after=records[0].op if records and has_more and forward else None,
+        next_before=records[-1]["op"] if records and has_more and not forward else None,
+        next_after=records[0]["op"] if records and has_more and forward else None,
     )
     if req.reverse:
         result.ops.reverse()
@@ -295,6 +300,7 @@ OP_LOG = Tool(
     run=op_log,
     annotations=READ,
     mutates=False,
+    records="ops",
 )
 
 OP_SHOW = Tool(

@@ -205,7 +205,7 @@ def ref_show(ctx: Context, req: RefShowReq) -> RefShowResult:
         row = queries.ref_row(conn, name)
         if row is None:
             raise _not_found(name)
-        cs = queries.changeset_row(conn, row["target"])
+        cs = queries.ref_changeset(conn, name, row["target"])
     return RefShowResult(name=name, target=row["target"], op=row["op"], message=cs["message"], actor=cs["actor"], at=cs["at"])
 
 
@@ -243,6 +243,7 @@ REF_LIST = Tool(
     run=ref_list,
     annotations=READ,
     mutates=False,
+    records="refs",
 )
 REF_SHOW = Tool(
     name="ref_show",

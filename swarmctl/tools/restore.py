@@ -165,7 +165,9 @@ def _moved_since(conn: Conn, target: int, refs: list[str], expected: int, head: 
         found,
         f"the store moved since the preview: its newest op is {head}, not {expected} ({ops} since); nothing was written",
         details={"restored_to": target, "expect_head": expected, "head": head, "ops_since": since, "ops_since_count": max(head - expected, 0)},
-        hint="Preview again, check the moves, then confirm with the new head.",
+        hint=f"Every ref already names what it named after op {target} (a confirmation that already ran?): nothing more to do."
+        if not _moves(conn, target, refs)
+        else "Preview again, check the moves, then confirm with the new head.",
         next=_call(target, refs),
     )
 
@@ -189,7 +191,8 @@ OP_RESTORE = Tool(
     request=OpRestoreReq,
     result=RestoreResult,
     run=op_restore,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
+    # A second confirmation of the same preview is refused (the head moved): no further effect.
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
     mutates=True,
 )
 

@@ -261,10 +261,11 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
 
     With `--confirm` it acts: each step of `would_roll_back` is undone in that order (a store
     step by `op undo`, a command step by its `rollback` argv), saved as `undoing` before and
-    with its outcome after; a failed undo does not stop the rest. The result adds the new
-    `state` (`rolled_back` when every undo succeeded, else `rollback_failed`, with `next` the
-    preview to retry the rest), per-step `results` and the `acknowledged` steps (listed, not
-    undone).
+    with its outcome after; a failed undo does not stop the rest. When every undo succeeded the
+    result adds the new `state` (`rolled_back`), per-step `results` and the `acknowledged` steps
+    (listed, not undone; the hint says so). When one failed the workflow is `rollback_failed`
+    and the call fails with E_STEP_FAILED (exit 10): `error.details` holds the per-step `results`
+    and the steps that `failed`, and `error.next` is the preview that retries them.
 
     Refused with `--confirm` (E_REFUSED, nothing changed; `error.details.refusals` lists each
     reason): a workflow `pending`, `cancelled`, already `rolled_back`, or held by a live process;
@@ -312,6 +313,7 @@ LIST = Tool(
     name="workflow_list", cli=("workflow", "list"), title="List workflows",
     summary="List workflows, newest first.",
     request=WorkflowListReq, result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
+    records="workflows",
 )
 APPROVE = Tool(
     name="workflow_approve", cli=("workflow", "approve"), title="Approve a workflow gate",

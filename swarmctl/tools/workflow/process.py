@@ -22,11 +22,15 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
-from swarmctl import pids
+from swarmctl import pids, secrets
+from swarmctl.envelope import Terminated
 
 TAIL_BYTES = 4096
+# How much of the end of an output is scrubbed of secrets before its tail is cut from it: a
+# secret is hidden whole, never cut in two first (which would leave a part no scrub finds).
+SCRUB_BYTES = 1 << 20
 KILL_GRACE_S = 1.0
 
 
@@ -86,11 +90,13 @@ def run_command(
     env: Mapping[str, str],
     timeout_s: float,
     on_start: Callable[[pids.ProcessId], None] | None = None,
+    hidden: Sequence[str] = (),
 ) -> CommandOutcome:
     """Run `argv` to completion or timeout. `on_start` gets the command's process group (its
     leader) before the command starts; if it raises, the command never starts. Any exception
     while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
-    and propagates."""
+    and propagates. The output tails keep nothing of `hidden` (values to scrub, in any of their
+    encodings) nor of a value assigned to a secret-named key (`secrets.redact_text`)."""
     import signal
     import subprocess
     import tempfile
@@ -128,7 +134,7 @@ def run_command(
                     pass
             finally:
                 os.close(gate_in)
-            proc.wait(timeout=timeout_s)
+            _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
@@ -141,8 +147,8 @@ def run_command(
             signal=signal.Signals(-code).name if code is not None and code < 0 else None,
             timed_out=timed_out,
             duration_ms=_ms(started),
-            stdout_tail=_tail(out),
-            stderr_tail=_tail(err),
+            stdout_tail=_tail(out, hidden),
+            stderr_tail=_tail(err, hidden),
             error=None,
         )
 
@@ -164,13 +170,36 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        raise Terminated(f"signal {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _wait(proc: Any, timeout_s: float) -> None:
+    """Wait for the command to end, or raise TimeoutExpired. On a pidfd (Linux 5.3+) the wait
+    ends the moment the process does; Popen.wait(timeout) polls, sleeping up to 50 ms a time."""
+    import select
+    import subprocess
+
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here: poll
+        proc.wait(timeout=timeout_s)
+        return
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout_s
+        while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    finally:
+        os.close(pidfd)
+    proc.wait()  # it has exited: reap it
 
 
 def _kill_group(proc: Any) -> None:
@@ -195,12 +224,20 @@ def _kill_group(proc: Any) -> None:
             continue
 
 
-def _tail(f: Any) -> str:
+def _tail(f: Any, hidden: Sequence[str]) -> str:
+    """The last TAIL_BYTES of an output, scrubbed before it is cut; at each cut, what is left
+    of a hidden value is hidden too."""
     size = f.seek(0, os.SEEK_END)
-    f.seek(max(0, size - TAIL_BYTES))
-    data = f.read()
-    text = data.decode("utf-8", errors="replace")
-    return ("…" + text) if size > TAIL_BYTES else text
+    f.seek(max(0, size - SCRUB_BYTES))
+    text = f.read().decode("utf-8", errors="replace")
+    if size > SCRUB_BYTES:
+        text = secrets.scrub_cut(text, hidden, start=True)
+    text = secrets.redact_text(secrets.scrub_values(text, hidden)) or ""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= TAIL_BYTES and size <= SCRUB_BYTES:
+        return text
+    kept = data[-TAIL_BYTES:].decode("utf-8", errors="ignore")  # a character cut in two is dropped
+    return "…" + secrets.scrub_cut(kept, hidden, start=True)
 
 
 def _ms(started: float) -> int:

@@ -50,15 +50,26 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     with store.write(actor) as w:
         executor.owned(w)
         records.release(w, wf.id, state)
-    if state == "rolled_back":
-        hint, retry = "Every undo succeeded.", None
-    else:
-        hint = "Some undos failed (see results); fix the cause, then preview and confirm again to retry them."
-        retry = preview_call(wf.id, req)
+    acknowledged = [e.step for e in radius.blast_radius.unknown_effects if e.acknowledged]
+    if state == "rollback_failed":
+        failed = [r.step for r in results if r.status != "rolled_back"]
+        raise SwarmError(
+            "E_STEP_FAILED",
+            f"rollback of workflow {wf.id} failed: {len(failed)} of {len(results)} undo(s) failed ({', '.join(failed)}); "
+            "the workflow is rollback_failed",
+            details={"workflow": wf.id, "state": state, "preview_id": radius.preview_id, "failed": failed,
+                     "results": plain(results), "acknowledged": acknowledged},
+            hint="The other undos were done and saved. Fix the cause (see each result's error), then preview again "
+            "and confirm to retry what failed.",
+            next=preview_call(wf.id, req),
+        )
+    hint = "Every undo succeeded."
+    if acknowledged:
+        hint += (f" The steps acknowledged as having unknown effects ({', '.join(acknowledged)}) were not undone: "
+                 "whatever they did stays in place.")
     return WorkflowRollbackResult(
-        action="rolled_back", preview_id=radius.preview_id, blast_radius=radius.blast_radius, hint=hint, next=retry,
-        state=state, results=results,
-        acknowledged=[e.step for e in radius.blast_radius.unknown_effects if e.acknowledged],
+        action="rolled_back", preview_id=radius.preview_id, blast_radius=radius.blast_radius, hint=hint, next=None,
+        state=state, results=results, acknowledged=acknowledged,
     )
 
 

@@ -1,0 +1,145 @@
+"""Tables for people: they fit the terminal, speak local time, and take durations.
+
+- At any width from 40 (COLUMNS), no line is wider than the terminal; op, actor and kind stay
+  whole; long text is cut with `…` while the JSON keeps everything.
+- Times are shown in the local time zone (TZ), short; on a terminal, the last 24 hours as
+  relative times. The JSON stays RFC 3339 UTC.
+- `--since`/`--until` take durations before now (90s, 15m, 2h, 7d) at every door.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from conftest import build_golden_store
+from core_helpers import AGENT, frozen_clock  # noqa: F401  (a fixture)
+from mcp_client import McpClient
+from swarmctl.cli.tables import Fit, when
+from test_cli_output import ANSI, run_on_terminal
+
+WIDTHS = [40, 41, 50, 60, 72, 80, 100, 120, 160]
+
+
+@pytest.fixture
+def store(sw):
+    build_golden_store(sw)
+    sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6")  # a description with "(undone by 7)"
+    return str(sw.store)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_op_log_fits_the_terminal_and_keeps_op_actor_and_kind_whole(sw, store, width):
+    ops = sw.ok("--repo", store, "op", "log")["ops"]
+    ran = sw("--repo", store, "-o", "table", "op", "log", env={"COLUMNS": str(width), "TZ": "UTC"})
+    assert ran.exit == 0
+    lines = ran.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width, "\n" + ran.stdout
+    rows = [line for line in lines if re.match(r"^[│ ]*\d+ ", line)]
+    assert len(rows) == len(ops)
+    for op, row in zip(ops, rows):
+        cells = [cell.strip() for cell in re.split(r"│|\s{2,}", row.strip("│ ")) if cell.strip()]
+        assert cells[0] == str(op["op"])
+        assert op["actor"] in cells and op["kind"] in cells, row
+
+
+def test_long_text_is_cut_with_an_ellipsis_and_the_json_keeps_it(sw, store):
+    narrow = sw("--repo", store, "-o", "table", "op", "log", env={"COLUMNS": "60"}).stdout
+    assert "…" in narrow and "Fix flaky deploy check" not in narrow
+    wide = sw("--repo", store, "-o", "table", "op", "log", env={"COLUMNS": "200"}).stdout
+    assert "…" not in wide and "Fix flaky deploy check" in wide and "(undone by 7)" in wide
+    full = sw("--repo", store, "op", "log").stdout
+    assert "Fix flaky deploy check" in full
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+@pytest.mark.parametrize(
+    "args",
+    [("ref", "list"), ("op", "show", "5"), ("tx", "status"), ("workflow", "list")],
+)
+def test_other_tables_fit_too(sw, store, width, args):
+    ran = sw("--repo", store, "--as", AGENT, "-o", "table", *args, env={"COLUMNS": str(width)})
+    assert ran.exit == 0, ran.stdout + ran.stderr
+    assert max(len(line) for line in ran.stdout.splitlines() or [""]) <= width, "\n" + ran.stdout
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
+def test_tables_show_short_local_times_and_the_json_stays_utc(sw, store, zone):
+    op = sw.ok("--repo", store, "op", "show", "6")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", op["at"])
+    local = datetime.fromisoformat(op["at"].replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    ran = sw("--repo", store, "-o", "table", "op", "log", env={"TZ": zone, "COLUMNS": "160"})
+    row = next(line for line in ran.stdout.splitlines() if re.match(r"^│ 6 ", line))
+    assert local.strftime("%Y-%m-%d %H:%M:%S") in row
+    assert "T" not in row.split("│")[2] and "Z" not in row.split("│")[2]
+
+
+def test_on_a_terminal_the_last_day_is_relative(sw, store):
+    env = {**sw.env, "COLUMNS": "160", "TZ": "UTC"}
+    status, out, _ = run_on_terminal(["--repo", store, "-o", "table", "op", "log"], env, sw.tmp)
+    assert status == 0
+    assert re.search(r"│ 6 +│ \d+ (s|min) ago +│ agent/worker-17", ANSI.sub("", out)), out
+    piped = sw.process("--repo", store, "-o", "table", "op", "log", env={"COLUMNS": "160"}).stdout
+    assert " ago " not in piped  # not in a pipe or a file
+
+
+@pytest.mark.parametrize(
+    "at, shown",
+    [
+        ("2026-11-30T03:20:50.000Z", "6 s ago"),
+        ("2026-11-30T03:17:56.000Z", "3 min ago"),
+        ("2026-11-29T05:20:56.123Z", "22 h ago"),
+        ("2026-11-29T03:20:56.123Z", "2026-11-29 03:20:56"),  # a day ago: the time itself
+        ("2026-11-30T03:30:00.000Z", "2026-11-30 03:30:00"),  # a clock ahead: the time itself
+    ],
+)
+def test_relative_times(at, shown, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    import time
+
+    time.tzset()
+    now = datetime(2026, 11, 30, 3, 20, 56, 123000, tzinfo=timezone.utc)
+    assert when(at, now=now, relative=True) == shown
+    assert when(at, now=now, relative=False) == datetime.fromisoformat(at[:-1]).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def test_the_widths_give_what_matters_most_first():
+    columns = [("op", 2, "keep"), ("when", 19, "whole"), ("actor", 15, "keep"), ("kind", 16, "keep"),
+               ("description", 50, "cut"), ("ref moves", 40, "cut")]
+    drop = ["ref moves", "when", "description"]
+    for width in range(40, 200):
+        fit = Fit(width, columns, drop, least={"ref moves": 24})
+        used = sum(fit.widths.values()) + Fit.overhead(len(fit.widths), fit.bordered)
+        assert used <= width and {"op", "actor", "kind"} <= set(fit.widths)
+        assert fit.widths["op"] == 2 and fit.widths["actor"] == 15 and fit.widths["kind"] == 16
+    assert Fit(200, columns, drop).widths == {name: natural for name, natural, _ in columns}
+
+
+# --- durations, at every door ----------------------------------------------------------------
+
+
+def test_since_and_until_take_durations_at_the_cli_and_the_json_door(sw, frozen_clock):  # noqa: F811
+    build_golden_store(sw)
+    repo = ("--repo", str(sw.store))
+    assert len(sw.ok(*repo, "op", "log", "--since", "90s")["ops"]) == 6
+    assert len(sw.ok(*repo, "op", "log", "--since", "0s")["ops"]) == 6  # at or after now: the frozen instant
+    assert sw.ok(*repo, "op", "log", "--until", "1s")["ops"] == []
+    for unit in ("15m", "2h", "7d"):
+        assert len(sw.ok(*repo, "op", "log", "--since", unit)["ops"]) == 6
+        assert sw.ok(*repo, "op", "log", "--until", unit)["ops"] == []
+    assert len(sw.ok(*repo, "call", "op_log", '{"since": "2h"}')["ops"]) == 6
+    assert sw.ok(*repo, "call", "op_log", '{"until": "7d"}')["ops"] == []
+    bad = sw(*repo, "op", "log", "--since", "5 weeks")
+    assert bad.exit == 2 and bad.error["code"] == "E_INVALID_ARG"
+    assert "90s, 15m, 2h or 7d" in bad.error["hint"]
+
+
+def test_durations_over_mcp(sw):
+    build_golden_store(sw)
+    with McpClient(sw.store) as client:
+        recent = client.envelope("op_log", {"since": "1d"})
+        none = client.envelope("op_log", {"until": "1d"})
+    assert len(recent["result"]["ops"]) == 6 and none["result"]["ops"] == []
