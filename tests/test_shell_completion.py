@@ -178,7 +178,7 @@ def test_bash(store):
     assert bash_complete(store, "swarmctl ref show ") == ["main", "release/v1", "release/v2"]
     assert bash_complete(store, "swarmctl workflow rollback ") == [_workflow(store)]
     offered = bash_complete(store, "swarmctl call ")
-    assert offered[:3] == ["init", "demo", "changeset_create"] and "workflow_rollback" in offered
+    assert offered[:3] == ["init", "demo", "store_copy"] and "workflow_rollback" in offered
     assert bash_complete(store, "swarmctl completion ") == ["bash", "zsh", "fish"]
 
 
