@@ -28,7 +28,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         ctx.close()
     meta = Meta(
         repo=ctx.repo_path,
-        elapsed_ms=int((time.perf_counter() - started) * 1000),
+        elapsed_ms=_elapsed_ms(started),
         resolved=ctx.resolved,
         auth=ctx.auth,
     )
@@ -95,9 +95,14 @@ def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:
     try:
         request, ignored = schemas.read_request(tool, arguments)
     except SwarmError as exc:
-        meta = Meta(elapsed_ms=int((time.perf_counter() - started) * 1000), auth=ctx.auth)
+        meta = Meta(elapsed_ms=_elapsed_ms(started), auth=ctx.auth)
         return failure(tool.name, exc, meta)
     envelope = run(tool, request, ctx)
     if ignored:  # after `auth`, and only when something was ignored
         envelope["meta"]["ignored"] = ignored
     return envelope
+
+
+def _elapsed_ms(started: float) -> int:
+    """Milliseconds since `started`; never negative, even on a clock that went back."""
+    return max(0, int((time.perf_counter() - started) * 1000))

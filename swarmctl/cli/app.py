@@ -24,6 +24,7 @@ GROUP_HELP = {
     "store": "Stores as a whole: copy one into a new one, local or on a database server.",
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
+    "store": "The store itself: check it, upgrade its format.",
 }
 
 HELP = """The safe undo button for a swarmops store.

@@ -11,7 +11,7 @@ from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store.db import Store, Writer
+from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure, translate
 from swarmctl.store.files import (
     resolve,
@@ -98,7 +98,9 @@ class SqliteStore(Store):
         except BaseException as exc:
             if conn is not None:
                 conn.close()
-            if isinstance(exc, sqlite3.Error):
+            # SQLite's message about a damaged file may quote bytes of it that are not UTF-8,
+            # which Python fails to decode: that is damage too.
+            if isinstance(exc, (sqlite3.Error, UnicodeDecodeError)):
                 raise open_failure(exc, path, writable) from exc
             raise
         return store
@@ -108,6 +110,7 @@ class SqliteStore(Store):
         if row is None or not str(row[0]).isdigit():
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
+        self.format = found
         if found > FORMAT_VERSION:
             raise SwarmError(
                 "E_STORE_VERSION",
@@ -204,7 +207,6 @@ class SqliteStore(Store):
             self.conn.execute("ROLLBACK")
 
 def _next_time(conn: sqlite3.Connection) -> str:
-    """Now, but never earlier than the newest op: op times are non-decreasing."""
-    current = names.now()
+    """Now, but never earlier than the newest op, within the clock skew allowed (op_time)."""
     row = conn.execute("SELECT at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
-    return max(current, row[0]) if row else current
+    return op_time(names.now(), row[0] if row else None)

@@ -29,6 +29,9 @@ class OpRecord:
     changesets: list[str]
     undoes: int | None
     undone_by: int | None
+    # The op's link in the op log's hash chain (BLAKE3 over its content and the previous op's
+    # hash; null in a store of format 1, before its first write upgrades it).
+    hash: str | None
 
     @classmethod
     def from_row(cls, row: dict) -> "OpRecord":

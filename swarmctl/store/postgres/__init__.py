@@ -23,7 +23,7 @@ from typing import Callable
 import psycopg
 
 from swarmctl.envelope import SwarmError
-from swarmctl.store.db import Store, Writer
+from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres import errors
 from swarmctl.store.postgres.schema import SCHEMA
@@ -78,6 +78,7 @@ class PostgresStore(Store):
                 hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
             )
         found = int(row[0])
+        self.format = found
         if found > FORMAT_VERSION:
             raise SwarmError(
                 "E_STORE_VERSION",
@@ -154,11 +155,12 @@ class PostgresStore(Store):
         return self._now()
 
     def _now(self) -> str:
-        """The server's now, but never earlier than the newest op: op times are non-decreasing."""
+        """The server's now, but never earlier than the newest op, within the clock skew
+        allowed (store.db.op_time)."""
         now, newest = self.conn.native(
             f"SELECT {_NOW}, (SELECT at FROM ops ORDER BY op DESC LIMIT 1)"
         ).fetchone()
-        return max(now, newest) if newest else now
+        return op_time(now, newest)
 
     def _next_op(self) -> int:
         return self.conn.native("UPDATE head SET last_op = last_op + 1 WHERE id = 1 RETURNING last_op").fetchone()[0]

@@ -241,4 +241,4 @@ def _tail(f: Any, hidden: Sequence[str]) -> str:
 
 
 def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+    return max(0, int((time.monotonic() - started) * 1000))  # never negative: a clock may be faked
