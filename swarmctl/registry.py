@@ -27,6 +27,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
     "store": "swarmctl.tools.store",
+    "token": "swarmctl.tools.token",
 }
 
 
