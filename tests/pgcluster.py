@@ -17,6 +17,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -91,6 +92,23 @@ class Cluster:
         return f"{self.libpq()}&schema=t{os.getpid()}_{next(self._schemas)}"
 
 
+# A process of its own that outlives a test run stopped without its teardown (pytest -x under
+# xdist kills its workers, a KeyboardInterrupt, a SIGKILL): once the process that started the
+# cluster is gone, it stops the server and removes its directory.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+parent, pg_ctl, data, root, user = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] or None
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(1)
+subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], user=user, capture_output=True, cwd=root)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
 def start_cluster() -> Cluster:
     bindir = server_bin()
     if bindir is None:
@@ -106,6 +124,11 @@ def start_cluster() -> Cluster:
     try:
         cluster.start()
         cluster.psql(f"CREATE DATABASE {DATABASE}")
+        cluster.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(bindir / "pg_ctl"), str(cluster.data),
+             str(root), user or ""],
+            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
     except Exception:
         cluster.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
@@ -116,3 +139,7 @@ def start_cluster() -> Cluster:
 def remove_cluster(cluster: Cluster) -> None:
     cluster.stop("immediate")
     shutil.rmtree(cluster.root, ignore_errors=True)
+    watchdog = getattr(cluster, "watchdog", None)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
