@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from swarmctl import names  # noqa: E402
 from swarmctl.store import Store  # noqa: E402
 from swarmctl.store import changesets as ids  # noqa: E402
+from swarmctl.store import chain  # noqa: E402
 from swarmctl.store.check import check_store  # noqa: E402
 
 ACTORS = [f"agent/worker-{i}" for i in range(30)] + [
@@ -160,7 +161,9 @@ class Loader:
     def flush(self) -> None:
         self.conn.execute("BEGIN")
         self.conn.executemany("INSERT INTO changesets VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.rows["changesets"])
-        self.conn.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, ?, ?)", self.rows["ops"])
+        self.conn.executemany(
+            "INSERT INTO ops(op, kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?, ?)", self.rows["ops"]
+        )
         self.conn.executemany("INSERT INTO ref_moves VALUES (?, ?, ?, ?, ?)", self.rows["ref_moves"])
         self.conn.execute("COMMIT")
         for key in ("ops", "ref_moves", "changesets"):
@@ -180,6 +183,8 @@ class Loader:
         self.conn.executemany(
             "INSERT INTO refs VALUES (?, ?, ?)", [(n, t, self.last_moved[n]) for n, t in self.refs.items()]
         )
+        # The op log's hash chain, as the store's format-2 upgrade computes it (store/migrate.py).
+        self.conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", [(d, op) for op, _, d in chain.walk(self.conn)])
         self.conn.execute("COMMIT")
         self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -134,7 +134,21 @@ def format_time(moment: datetime) -> str:
 
 
 def now() -> str:
-    return format_time(datetime.now(timezone.utc))
+    try:
+        return format_time(datetime.now(timezone.utc))
+    except (OverflowError, ValueError, OSError):  # a clock set past what datetime holds
+        return _LATEST
+
+
+def seconds_between(earlier: str, later: str) -> float:
+    """`later` minus `earlier`, two times in the store's format, in seconds."""
+    def parse(text: str) -> datetime:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+
+    try:
+        return (parse(later) - parse(earlier)).total_seconds()
+    except (ValueError, OverflowError):
+        return float("inf") if later > earlier else float("-inf")
 
 
 # Times beyond what datetime can hold in UTC (year 1 in UTC+1, year 9999 in UTC-1) are before

@@ -19,12 +19,14 @@ from swarmctl.spec import Tool
 AREAS: dict[str, str | tuple[str, ...]] = {
     "init": "swarmctl.tools.store",
     "demo": "swarmctl.tools.store",
+    "store": "swarmctl.tools.store",
     "changeset": "swarmctl.tools.changeset",
     "ref": "swarmctl.tools.ref",
     "op": ("swarmctl.tools.op", "swarmctl.tools.revert", "swarmctl.tools.restore"),
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
+    "store": "swarmctl.tools.store",
 }
 
 

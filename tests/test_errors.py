@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from swarmctl.store.schema import FORMAT_VERSION
 from core_helpers import AGENT, ALICE, as_, file_digests, fold_wal, op_count, paused_at_commit
 from conftest import build_golden_store, swarmctl_argv
 
@@ -169,7 +170,7 @@ def test_init(sw, golden):
     (sw.tmp / "afile").write_text("x")
     on_a_file = sw("--as", ALICE, "init", str(sw.tmp / "afile"))
     bad_actor = sw("--as", "alice", "init", str(sw.tmp / "other"))
-    assert made.result == {"repo": str(sw.store.resolve()), "op": 1, "format": 1}
+    assert made.result == {"repo": str(sw.store.resolve()), "op": 1, "format": FORMAT_VERSION}
     assert (again.exit, again.error["code"]) == (7, "E_STATE")
     assert (on_a_file.exit, bad_actor.exit) == (2, 2)
     assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]
@@ -258,7 +259,7 @@ def test_sqlite_database_that_is_not_a_store(sw, golden):
 def test_store_of_a_newer_format(sw, golden):
     build_golden_store(sw)
     conn = sqlite3.connect(sw.store / "swarmops.db")
-    conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION + 1),))
     conn.commit()
     conn.close()
     runs = _read_and_write(sw, sw.store)

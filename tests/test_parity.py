@@ -109,6 +109,8 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "log", "-n", "2", "--actor", ACTOR, "--reverse"), {"limit": 2, "actor": ACTOR, "reverse": True}),
     ],
     "op_show": [Case(("op", "show", "@"), {"op": "@"})],
+    "store_check": [Case(("store", "check"), {})],
+    "store_upgrade": [Case(("store", "upgrade"), {})],
     "undo": [
         Case(("op", "undo", "6"), {"op": 6}),
         Case(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}),

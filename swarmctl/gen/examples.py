@@ -82,6 +82,7 @@ _COMPLETED = (_RUN, _APPROVE, ("workflow_resume", {"workflow": WORKFLOW}))
 EXAMPLES: dict[str, Example] = {
     "init": Example({"path": "store"}, ("init", "store"), store=False),
     "demo": Example({"path": "demo-store"}, ("demo", "demo-store"), store=False),
+    "store_copy": Example({"source": "store", "destination": "store-copy"}, ("store", "copy", "store", "store-copy")),
     "changeset_create": Example(
         {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
         ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
@@ -99,6 +100,8 @@ EXAMPLES: dict[str, Example] = {
     "op_revert": Example({"actor": ACTOR}, ("op", "revert", "--actor", ACTOR)),
     # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
     "op_restore": Example({"op": 4}, ("op", "restore", "4")),
+    "store_check": Example({}, ("store", "check")),
+    "store_upgrade": Example({}, ("store", "upgrade")),  # a demo store is of this format already
     "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),
     # Transactions: agent/worker-17 cuts release/v2 from main and retires release/v1, as one op.
     "tx_begin": Example({}, ("tx", "begin")),

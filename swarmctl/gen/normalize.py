@@ -8,8 +8,9 @@ run used by [tmp], changeset ids (full, or the short form names.short_id prints)
 ... in order of first appearance, a shorter prefix of a changeset id seen in the transcript (as
 a user types one: `ref set main 3f9a1c`) by its id's placeholder and its length ([c1:6]), times
 by [at] (as tables show them, in local time: [local time]), elapsed_ms by "[elapsed_ms]", the version by [version], workflow ids by [w1], [w2],
-..., blast-radius preview ids by [p1], [p2], ..., a command's duration_ms by "[duration_ms]" and
-process ids by [pid]. Other run-dependent ids get their own placeholders here, and only here.
+..., blast-radius preview ids by [p1], [p2], ..., a command's duration_ms by "[duration_ms]",
+process ids by [pid] and op hashes (the op log's hash chain: an op's `hash`) by [hash]. Other
+run-dependent ids get their own placeholders here, and only here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _WORKFLOW_ID = re.compile(r"\bwf-[a-z2-7]{8}\b")
 _PREVIEW_ID = re.compile(r"\bpv-[0-9a-f]{16}\b")
 _DURATION = re.compile(r'("duration_ms":\s*)\d+')
 _PID = re.compile(r'("pid":\s*)\d+|\b(pid )\d+')
+# An op's link in the hash chain: it hashes the op's time, so it differs on every run.
+_OP_HASH = re.compile(r'("hash":\s*")[0-9a-f]{64}(?=")')
 
 
 class Normalizer:
@@ -78,6 +81,7 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         for tmp in sorted(set(self.tmp), key=len, reverse=True):
             text = text.replace(tmp, "[tmp]")
+        text = _OP_HASH.sub(r"\1[hash]", text)
         text = _CORRELATION.sub(lambda m: (m.group(1) + "[id]") if m.group(1) else "correlation id [id]", text)
         text = _WORKFLOW_ID.sub(self._numbered(self.workflows, "w"), text)
         text = _PREVIEW_ID.sub(self._numbered(self.previews, "p"), text)

@@ -1,47 +1,126 @@
-"""The store's own consistency checks: what a future `swarmctl check` runs, and what the tests
-run after racing and killing processes.
+"""The store's own consistency checks: what `swarmctl store check` runs (the full check), what
+every write runs of it cheaply (`head_problems`, `ref_problems`: only what that write depends
+on), and what the tests run after racing and killing processes.
 
 The op log is the history and the refs table is its result, so each can be checked against
 the other: replaying every ref move in op order must be a chain of compare-and-swaps (each
 move starts from what the ref named after the previous one) and must end exactly at the refs
-table. Op numbers must run 1, 2, 3, ... without a gap.
+table. Op numbers must run 1, 2, 3, ... without a gap; each op's hash must be the link its
+content and the op before it give (swarmctl/store/chain.py); a changeset's id must be the hash
+of its content, a blob's of its bytes. Op times may go back only where a writer's clock was
+behind an op written by a clock that ran ahead, and such ops are listed in time_breaks.
+
+A check that cannot read what it checks (a page SQLite finds corrupt, text that is not UTF-8)
+reports that as a problem instead of failing: a damaged store gets a list, not a traceback.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import json
+import re
+from typing import Any, Callable, Iterable, NamedTuple
 
 from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
 
 class Problem(NamedTuple):
-    check: str  # which rule: "ops_gapless", "move_chain", "refs_match_log", ...
+    code: str  # which rule: "ops_gapless", "move_chain", "refs_match_log", "hash_chain", ...
     message: str
     op: int | None = None
     ref: str | None = None
 
+    @property
+    def check(self) -> str:  # the name this field had before `store check` printed it
+        return self.code
+
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return {k: v for k, v in self._asdict().items() if v is not None}
 
 
-def check_store(conn: Conn, *, integrity: bool = False) -> list[Problem]:
-    """Every inconsistency found between the op log, the refs and the changesets (none: [])."""
-    # SQLite checks its file and foreign keys on request; PostgreSQL enforces foreign keys on
-    # every write and checks its own pages.
-    on_sqlite = dialect(conn) == SQLITE
+def check_store(
+    conn: Conn,
+    *,
+    integrity: bool = False,
+    workflow_states: Iterable[str] | None = None,
+    step_statuses: Iterable[str] | None = None,
+) -> list[Problem]:
+    """Every inconsistency found in the store (none: [])."""
+    checks: list[Callable[[Conn], list[Problem]]] = []
+    if integrity and dialect(conn) == SQLITE:
+        checks.append(_integrity)
+    checks += [_ops_gapless, _ops_ordered, _reverts_earlier, _replay, _hash_chain, _changesets, _blobs, _refs_shadowing_ids]
+    if dialect(conn) == SQLITE:
+        checks.append(_foreign_keys)
+    checks.append(lambda c: _workflows(c, workflow_states, step_statuses))
     problems: list[Problem] = []
-    if integrity and on_sqlite:
-        problems += _integrity(conn)
-    problems += _ops_gapless(conn)
-    problems += _ops_ordered(conn)
-    problems += _reverts_earlier(conn)
-    problems += _replay(conn)
-    if on_sqlite:
-        problems += _foreign_keys(conn)
-    problems += _refs_shadowing_ids(conn)
+    for run in checks:
+        problems += _guarded(run, conn)
     return problems
+
+
+def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
+    try:
+        return run(conn)
+    except Exception as exc:  # noqa: BLE001 - whatever stops a check is what it found
+        name = getattr(run, "__name__", "check").strip("_")
+        return [Problem("unreadable", f"{name}: the store cannot be read here: {type(exc).__name__}: {exc}")]
+
+
+# --- the cheap checks every write makes --------------------------------------------------------
+
+
+def head_problems(conn: Conn) -> list[Problem]:
+    """Is the newest op well-formed: a known kind, a time, and (format 2) its hash?"""
+    from swarmctl.store.schema import OP_KINDS
+
+    row = conn.execute("SELECT op, kind, at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
+    if row is None:
+        return []
+    op, kind, at = row
+    problems = []
+    if kind not in OP_KINDS:
+        problems.append(Problem("head_op", f"the newest op, {op}, has an unknown kind {kind!r}", op))
+    if not isinstance(at, str) or not _TIME.match(at):
+        problems.append(Problem("head_op", f"the newest op, {op}, has no valid time ({at!r})", op))
+    if _has_chain(conn):
+        from swarmctl.store import chain
+
+        stored = conn.execute("SELECT hash FROM ops WHERE op = ?", (op,)).fetchone()[0]
+        previous = chain.previous_hash(conn, op)
+        content = chain.op_content(conn, op)
+        if previous is None or content is None or stored != chain.op_hash(previous, content):
+            problems.append(Problem("hash_chain", f"the newest op, {op}, does not match its hash: it was changed", op))
+    return problems
+
+
+def ref_problems(conn: Conn, names: Iterable[str]) -> list[Problem]:
+    """Does each ref agree with its last move in the op log (what it names, which op)?"""
+    problems = []
+    for name in dict.fromkeys(names):
+        ref = conn.execute("SELECT target, op FROM refs WHERE name = ?", (name,)).fetchone()
+        last = conn.execute(
+            "SELECT op, new FROM ref_moves WHERE name = ? ORDER BY op DESC LIMIT 1", (name,)
+        ).fetchone()
+        expected = (last[1], last[0]) if last is not None and last[1] is not None else None
+        actual = (ref[0], ref[1]) if ref is not None else None
+        if expected != actual:
+            said = f"names {actual[0]} (op {actual[1]})" if actual else "does not exist"
+            logged = f"op {last[0]} left it at {last[1]}" if last else "no op moved it"
+            problems.append(Problem("refs_match_log", f"ref {name} {said}, but in the op log {logged}", ref=name))
+    return problems
+
+
+def _has_chain(conn: Conn) -> bool:
+    from swarmctl.store.queries import stored_format
+
+    return stored_format(conn) >= 2
+
+
+# --- the full check ----------------------------------------------------------------------------
 
 
 def _integrity(conn: Conn) -> list[Problem]:
@@ -58,15 +137,40 @@ def _ops_gapless(conn: Conn) -> list[Problem]:
     return []
 
 
-def _ops_ordered(conn: Conn) -> list[Problem]:
-    problems = []
+def times_out_of_order(conn: Conn) -> list[dict[str, Any]]:
+    """Each op whose time is earlier than the op before it, and whether it is a known break."""
+    breaks = set(_time_breaks(conn))
+    found = []
     previous_at = ""
-    for op, at, undoes in conn.execute("SELECT op, at, undoes FROM ops ORDER BY op"):
+    for op, at in conn.execute("SELECT op, at FROM ops ORDER BY op"):
         if at < previous_at:
-            problems.append(Problem("ops_time_order", f"op {op} at {at} is earlier than the op before it", op))
+            found.append({"op": op, "at": at, "previous_at": previous_at, "recorded": op in breaks})
         previous_at = at
+    return found
+
+
+def _time_breaks(conn: Conn) -> list[int]:
+    from swarmctl.store.queries import time_breaks
+
+    return time_breaks(conn)
+
+
+def _ops_ordered(conn: Conn) -> list[Problem]:
+    problems = [
+        Problem(
+            "ops_time_order",
+            f"op {t['op']} at {t['at']} is earlier than the op before it ({t['previous_at']}), "
+            "and no clock skew recorded it",
+            t["op"],
+        )
+        for t in times_out_of_order(conn)
+        if not t["recorded"]
+    ]
+    for op, undoes, kind, at in conn.execute("SELECT op, undoes, kind, at FROM ops ORDER BY op"):
         if undoes is not None and not 1 <= undoes < op:
             problems.append(Problem("undoes_earlier_op", f"op {op} undoes op {undoes}, which is not earlier", op))
+        if not isinstance(at, str) or not _TIME.match(at):
+            problems.append(Problem("op_time", f"op {op} has no valid time ({at!r})", op))
     return problems
 
 
@@ -109,6 +213,49 @@ def _replay(conn: Conn) -> list[Problem]:
     return problems
 
 
+def _hash_chain(conn: Conn) -> list[Problem]:
+    if not _has_chain(conn):
+        return []
+    from swarmctl.store import chain
+
+    problems = []
+    for op, stored, digest in chain.walk(conn):
+        if stored != digest:
+            what = "has no hash" if stored is None else "does not match its hash (its content or the op before it changed)"
+            problems.append(Problem("hash_chain", f"op {op} {what}", op))
+    return problems
+
+
+def _changesets(conn: Conn) -> list[Problem]:
+    from swarmctl.store.changesets import changeset_id
+
+    problems = []
+    for cid, message, actor, at, parents, metadata, files in conn.execute(
+        "SELECT id, message, actor, at, parents, metadata, files FROM changesets ORDER BY id"
+    ):
+        try:
+            computed = changeset_id(
+                message=message, parents=json.loads(parents), actor=actor, at=at,
+                metadata=json.loads(metadata), files=json.loads(files),
+            )
+        except (ValueError, TypeError) as exc:
+            problems.append(Problem("changeset_content", f"changeset {cid} cannot be read: {exc}"))
+            continue
+        if computed != cid:
+            problems.append(Problem("changeset_id", f"changeset {cid} does not hash to its id: its content changed"))
+    return problems
+
+
+def _blobs(conn: Conn) -> list[Problem]:
+    from swarmctl.store.changesets import blob_id
+
+    return [
+        Problem("blob_id", f"file content {bid} does not hash to its id: it changed")
+        for bid, content in conn.execute("SELECT id, content FROM blobs ORDER BY id")
+        if blob_id(bytes(content)) != bid
+    ]
+
+
 def _refs_shadowing_ids(conn: Conn) -> list[Problem]:
     """Refs named like a changeset id (made before such names were refused): a TARGET of that
     text now means the changeset, so the ref is reachable only by `ref show`/`ref delete`."""
@@ -124,3 +271,27 @@ def _foreign_keys(conn: Conn) -> list[Problem]:
         Problem("foreign_key", f"{table} row {rowid} points at a missing row of {parent}")
         for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")
     ]
+
+
+def _workflows(conn: Conn, states: Iterable[str] | None, statuses: Iterable[str] | None) -> list[Problem]:
+    known_states = set(states) if states is not None else None
+    known_statuses = set(statuses) if statuses is not None else None
+    problems = []
+    for wid, state in conn.execute("SELECT id, state FROM workflows ORDER BY id"):
+        if known_states is not None and state not in known_states:
+            problems.append(Problem("workflow_row", f"workflow {wid} is in an unknown state {state!r}"))
+    for wid, idx, status, spec, result, undo_result, op in conn.execute(
+        "SELECT workflow, idx, status, spec, result, undo_result, op FROM workflow_steps ORDER BY workflow, idx"
+    ):
+        if known_statuses is not None and status not in known_statuses:
+            problems.append(Problem("workflow_row", f"workflow {wid} step {idx} has an unknown status {status!r}"))
+        for column, text in (("spec", spec), ("result", result), ("undo_result", undo_result)):
+            if text is None and column != "spec":
+                continue
+            try:
+                json.loads(text)
+            except (TypeError, ValueError):
+                problems.append(Problem("workflow_row", f"workflow {wid} step {idx}: its {column} is not JSON"))
+        if op is not None and conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is None:
+            problems.append(Problem("workflow_row", f"workflow {wid} step {idx} names op {op}, which is not in the log", op))
+    return problems

@@ -49,7 +49,20 @@ def find(conn: Conn, moves: Iterable[Expected], since: int | Mapping[str, int] |
         else:
             moved_by = [row["op"]] if row else []
         found.append(Conflict(m.name, m.old, actual, moved_by))
+    if found:
+        _refuse_if_damaged(conn, [c.name for c in found])
     return found
+
+
+def _refuse_if_damaged(conn: Conn, names: list[str]) -> None:
+    """A ref that disagrees with its own last move in the op log did not move: it was edited
+    behind the op log. That is damage (E_STORE_CORRUPT), not a conflict to retry."""
+    from swarmctl.store.check import ref_problems
+    from swarmctl.store.errors import damaged
+
+    problems = ref_problems(conn, names)
+    if problems:
+        raise damaged(problems)
 
 
 def listed(conflicts: Sequence[Conflict]) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts
-from swarmctl.store.schema import OP_KINDS
+from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
 
@@ -37,6 +37,9 @@ class Store:
         self.readonly = readonly
         self.writable = writable
         self.path = path
+        # The store's format as opened (a backend sets what it found): reads take an older
+        # format as it is; the first write upgrades it (swarmctl/store/migrate.py).
+        self.format = FORMAT_VERSION
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -51,7 +54,18 @@ class Store:
         """A new store whose op 1 is its `init`, by `actor`."""
         from swarmctl.store import backend_for
 
-        return backend_for(where).create(where, actor)
+        return backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
+
+    @classmethod
+    def make(cls, where: str | Path, actor: str, fill: "Callable[[Writer], None]") -> "Store":
+        """A new store (refused where one is), filled by `fill` in its first write transaction:
+        all of it or nothing. `create` fills it with op 1; `store copy` with another's rows."""
+        from swarmctl.store import backend_for
+
+        return backend_for(where).make(where, actor, fill)
+
+    def after_load(self, conn: Conn) -> None:
+        """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""
 
     def close(self) -> None:
         self.conn.close()
@@ -83,8 +97,15 @@ class Store:
         try:
             try:
                 at = self._begin_write()
+                _refuse_if_moved(self)
+                if self.format < FORMAT_VERSION:
+                    from swarmctl.store import migrate
+
+                    migrate.upgrade(self.conn)  # in this transaction: all of it, or none
+                    self.format = FORMAT_VERSION
                 writer = Writer(self, actor, at)
                 yield writer
+                writer.seal()
                 _fault_pause_before_commit()
                 self._commit(writer)
             except BaseException:
@@ -126,6 +147,22 @@ class Store:
         raise NotImplementedError
 
 
+# The meta row `store copy --fence` leaves in the store it copied: where the store went.
+MOVED_TO = "moved_to"
+
+
+def _refuse_if_moved(store: Store) -> None:
+    """A fenced store (`store copy --fence`) reads, but writes go to its copy."""
+    row = store.conn.execute("SELECT value FROM meta WHERE key = ?", (MOVED_TO,)).fetchone()
+    if row is not None:
+        raise SwarmError(
+            "E_STATE",
+            f"the store at {store.repo} was moved to {row[0]}; it no longer takes writes",
+            details={"repo": store.repo, "moved_to": row[0]},
+            hint=f"Nothing was written. Use the store at {row[0]} (--repo or SWARMCTL_REPO); this one still reads.",
+        )
+
+
 def _fault_pause_before_commit() -> None:
     """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
     with everything of the transaction written but not committed, write PATH (this process's
@@ -142,12 +179,63 @@ def _fault_pause_before_commit() -> None:
     time.sleep(3600)
 
 
+DEFAULT_CLOCK_SKEW_S = 300.0
+
+
+def clock_skew_s() -> float:
+    """SWARMCTL_CLOCK_SKEW_S: how far ahead of this writer's clock the newest op may be before
+    it is taken for the work of a clock that ran ahead (default 300 seconds)."""
+    raw = os.environ.get("SWARMCTL_CLOCK_SKEW_S")
+    if raw is None:
+        return DEFAULT_CLOCK_SKEW_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10 * 365 * 86400:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"SWARMCTL_CLOCK_SKEW_S={raw!r} must be a number of seconds from 0 to 315360000 (ten years)",
+            details={"variable": "SWARMCTL_CLOCK_SKEW_S", "value": raw},
+        )
+    return value
+
+
+def op_time(now: str, newest: str | None) -> str:
+    """The time of a new op: this writer's clock, but never earlier than the newest op, so op
+    times read in op order; unless the newest op is more than SWARMCTL_CLOCK_SKEW_S ahead of
+    this clock. Then a clock ran ahead when it was written, and pinning every later op to it
+    would let one bad clock capture the future (and --since/--until with it): the new op takes
+    this writer's own time, earlier than the op before it (Writer.append_op lists it in
+    time_breaks)."""
+    skew = clock_skew_s()  # checked on every write, so a bad setting never goes unnoticed
+    if newest is None or newest <= now:
+        return now
+    from swarmctl import names
+
+    return now if names.seconds_between(now, newest) > skew else newest
+
+
 class Move(NamedTuple):
     """One ref move an op makes: `old` is what the ref must name now (None: must not exist)."""
 
     name: str
     old: str | None
     new: str | None
+
+
+def _refuse_if_damaged(conn: Conn, moves: Sequence[Move]) -> None:
+    """The cheap checks every op makes of what it depends on, before writing anything: each ref
+    it moves agrees with that ref's last move in the op log, and the newest op is well-formed
+    (a known kind, a time, its link in the hash chain). A store that fails them is damaged:
+    E_STORE_CORRUPT, nothing written. (`store check` makes the full check.)"""
+    from swarmctl.store import check
+
+    problems = check.head_problems(conn) + check.ref_problems(conn, [m.name for m in moves])
+    if problems:
+        from swarmctl.store.errors import damaged
+
+        raise damaged(problems)
 
 
 class Writer:
@@ -178,6 +266,7 @@ class Writer:
             raise RuntimeError("one op per transaction")
         if kind not in OP_KINDS:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
+        _refuse_if_damaged(self.conn, moves)
         # A guard: every caller reads the refs inside this transaction, so a conflict here is a
         # bug in the caller (the tools check first, to say more in their own error).
         found = conflicts.find(self.conn, moves, since=None)
@@ -200,8 +289,18 @@ class Writer:
                     "ON CONFLICT(name) DO UPDATE SET target = excluded.target, op = excluded.op",
                     (m.name, m.new, op),
                 )
+        previous = self.conn.execute("SELECT at FROM ops WHERE op = ?", (op - 1,)).fetchone()
+        if previous is not None and self.at < previous[0]:
+            self.conn.execute("INSERT INTO time_breaks(op) VALUES (?)", (op,))  # see op_time
         self.op = op
         return op
+
+    def seal(self) -> None:
+        """Record this transaction's op in the op log's hash chain, with all its content."""
+        if self.op is not None:
+            from swarmctl.store import chain
+
+            chain.seal(self.conn, self.op)
 
     def insert_changeset(self, row: dict) -> None:
         """Store a changeset made by this transaction's op (call after append_op)."""

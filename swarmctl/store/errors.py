@@ -84,6 +84,19 @@ def corrupt(message: str, path: Path | None) -> SwarmError:
     )
 
 
+def damaged(problems: list) -> SwarmError:
+    """A write refused because what it depends on fails the store's checks (store/check.py)."""
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return SwarmError(
+        "E_STORE_CORRUPT",
+        f"the store fails its own checks, so nothing was written: {first.message}{more}",
+        details={"problems": [p.to_dict() for p in problems]},
+        hint="Nothing was written. `swarmctl store check` lists every problem; restore the store "
+        "from a backup, or repair what it names.",
+    )
+
+
 def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
     if discovered:
         message = f"no swarmops store in {path} or any parent directory"
@@ -97,7 +110,7 @@ def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
     )
 
 
-def open_failure(exc: sqlite3.Error, path: Path, writable: bool) -> SwarmError:
+def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: bool) -> SwarmError:
     """Why a store could not be opened: the first reads of a database tell a corrupt file, a
     file that is not a store, and one this user may not read apart."""
     code = _primary_code(exc)

@@ -34,7 +34,9 @@ def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
     if not ops:
         return []
     marks = ",".join("?" * len(ops))
-    rows = {r[0]: r for r in conn.execute(f"SELECT {_OP_COLUMNS} FROM ops WHERE op IN ({marks})", ops)}
+    chained = stored_format(conn) >= 2  # format 1: no hash chain yet
+    columns = _OP_COLUMNS + (", hash" if chained else "")
+    rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM ops WHERE op IN ({marks})", ops)}
     moves: dict[int, list[dict[str, Any]]] = {op: [] for op in ops}
     for op, name, old, new in conn.execute(
         f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", ops
@@ -58,6 +60,7 @@ def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
             "changesets": made[op],
             "undoes": rows[op][5],
             "undone_by": undone_by.get(op),
+            "hash": rows[op][6] if chained else None,
         }
         for op in ops
         if op in rows
@@ -80,28 +83,89 @@ def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
 
     With only `after`, the ops nearest after it are taken (a cursor paging forward);
     otherwise the newest. Either way the cost is that of the page, not of the log.
-    """
-    lower, upper = q.after, q.before
-    if q.since is not None:
-        row = conn.execute("SELECT op FROM ops WHERE at >= ? ORDER BY at, op LIMIT 1", (q.since,)).fetchone()
-        if row is None:
-            return [], False
-        lower = max(lower or 0, row[0] - 1)
-    if q.until is not None:
-        row = conn.execute(
-            "SELECT op FROM ops WHERE at <= ? ORDER BY at DESC, op DESC LIMIT 1", (q.until,)
-        ).fetchone()
-        if row is None:
-            return [], False
-        upper = min(upper, row[0] + 1) if upper is not None else row[0] + 1
 
-    sql, params = log_sql(q, lower, upper)
-    found = [r[0] for r in conn.execute(sql, params)]
+    `--since`/`--until` select by each op's own time. Op times are in op order except at the
+    time breaks a skewed clock left (see store.db.op_time), so the log is a few runs of ops
+    whose times are in order: in each, the ops of the time range are one range of op numbers,
+    found by bisection (a few lookups by op number), and the page is read from those ranges,
+    newest first.
+    """
+    forward = q.after is not None and q.before is None
+    if q.since is None and q.until is None:
+        ranges = [(q.after, q.before)]
+    else:
+        ranges = []
+        for first, last in time_runs(conn):
+            low = first if q.since is None else _first_at_or_after(conn, first, last, q.since)
+            high = last if q.until is None else _last_at_or_before(conn, first, last, q.until)
+            if low is None or high is None or low > high:
+                continue
+            lower = low - 1 if q.after is None else max(low - 1, q.after)
+            upper = high + 1 if q.before is None else min(high + 1, q.before)
+            if lower + 1 < upper:
+                ranges.append((lower, upper))
+        if not forward:
+            ranges.reverse()  # newest run first
+    found: list[int] = []
+    for lower, upper in ranges:
+        sql, params = log_sql(q, lower, upper)
+        found += [r[0] for r in conn.execute(sql, params)]
+        if len(found) > q.limit:
+            break
     has_more = len(found) > q.limit
     found = found[: q.limit]
-    if q.after is not None and q.before is None:
+    if forward:
         found.reverse()
     return found, has_more
+
+
+def stored_format(conn: Conn) -> int:
+    """The store's format as recorded (swarmctl/store/migrate.py moves it forward)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    return int(row[0]) if row is not None and str(row[0]).isdigit() else 0
+
+
+def time_breaks(conn: Conn) -> list[int]:
+    """The ops whose time is earlier than the op before them (a store of format 1 has none:
+    its times never went back)."""
+    if stored_format(conn) < 2:
+        return []
+    return [r[0] for r in conn.execute("SELECT op FROM time_breaks ORDER BY op")]
+
+
+def time_runs(conn: Conn) -> list[tuple[int, int]]:
+    """(first, last) op of each run of ops whose times are in op order, oldest first."""
+    newest = newest_op(conn)
+    if newest is None:
+        return []
+    starts = [1, *(b for b in time_breaks(conn) if 1 < b <= newest)]
+    return [(start, end - 1) for start, end in zip(starts, [*starts[1:], newest + 1])]
+
+
+def _at(conn: Conn, op: int) -> str:
+    return conn.execute("SELECT at FROM ops WHERE op = ?", (op,)).fetchone()[0]
+
+
+def _first_at_or_after(conn: Conn, first: int, last: int, since: str) -> int | None:
+    low, high = first, last + 1
+    while low < high:
+        mid = (low + high) // 2
+        if _at(conn, mid) >= since:
+            high = mid
+        else:
+            low = mid + 1
+    return low if low <= last else None
+
+
+def _last_at_or_before(conn: Conn, first: int, last: int, until: str) -> int | None:
+    low, high = first - 1, last
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _at(conn, mid) <= until:
+            low = mid
+        else:
+            high = mid - 1
+    return low if low >= first else None
 
 
 def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, list]:

@@ -1,9 +1,11 @@
 """The store's SQLite schema. The format version is bumped whenever a reader of the old format
-could misread the new one; a store of a newer format than this code knows is refused."""
+could misread the new one; a store of a newer format than this code knows is refused. SCHEMA is
+what a new store is made with; an older store is brought to it by the steps of
+swarmctl/store/migrate.py (the one path for every format change)."""
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DB_FILE = "swarmops.db"
 
 # What an op may be (`ops.kind`): Writer.append_op refuses any other, and `op log --kind`
@@ -18,11 +20,20 @@ OP_KINDS = (
     "workflow_step",
     "revert",
     "restore",
+    "store_upgrade",
 )
 
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
 # deleted, so numbers are gapless and in commit order. `at` is kept non-decreasing with `op`
-# (see Store.write), which lets --since/--until become op bounds found through ops_at.
+# (see store.db.op_time) except after a clock that ran ahead: the op that then takes its
+# writer's own, earlier time is listed in time_breaks (format 2). Between breaks times are in
+# op order, which lets --since/--until find op bounds by bisection. `hash` is the op's link in
+# the op log's hash chain (swarmctl/store/chain.py; format 2).
+TIME_BREAKS = """
+CREATE TABLE time_breaks (
+    op INTEGER PRIMARY KEY REFERENCES ops(op)
+)"""
+
 SCHEMA = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -35,7 +46,8 @@ CREATE TABLE ops (
     actor       TEXT NOT NULL,
     at          TEXT NOT NULL,
     description TEXT NOT NULL,
-    undoes      INTEGER REFERENCES ops(op)
+    undoes      INTEGER REFERENCES ops(op),
+    hash        TEXT
 );
 CREATE INDEX ops_actor ON ops(actor, op);
 CREATE INDEX ops_kind ON ops(kind, op);
@@ -77,13 +89,14 @@ CREATE TABLE refs (
     op     INTEGER NOT NULL REFERENCES ops(op)
 ) WITHOUT ROWID;
 """
+SCHEMA += TIME_BREAKS + ";\n"
 
 # Which ops a `revert` op took back (swarmctl/store/reverts.py): an undo names its one op in
 # `ops.undoes`, a revert names many here. A store made before reverts existed lacks the table
 # until its first revert creates it (in that revert's transaction, with this same text); until
 # then a read finds no reverts. An older swarmctl ignores the table: it shows a reverted op's
 # `undone_by` as null, and its `op undo` of such an op stops at E_CAS_MISMATCH (the revert moved
-# the refs), so nothing is misapplied. When the format-migration path lands, this is a step of it.
+# the refs), so nothing is misapplied. Format 2 (swarmctl/store/migrate.py) makes it in every store.
 OP_REVERTS = """
 CREATE TABLE IF NOT EXISTS op_reverts (
     op     INTEGER NOT NULL REFERENCES ops(op),  -- the revert op

@@ -7,10 +7,11 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store.db import Store, Writer
+from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure, translate
 from swarmctl.store.files import (
     resolve,
@@ -97,7 +98,9 @@ class SqliteStore(Store):
         except BaseException as exc:
             if conn is not None:
                 conn.close()
-            if isinstance(exc, sqlite3.Error):
+            # SQLite's message about a damaged file may quote bytes of it that are not UTF-8,
+            # which Python fails to decode: that is damage too.
+            if isinstance(exc, (sqlite3.Error, UnicodeDecodeError)):
                 raise open_failure(exc, path, writable) from exc
             raise
         return store
@@ -107,6 +110,7 @@ class SqliteStore(Store):
         if row is None or not str(row[0]).isdigit():
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
+        self.format = found
         if found > FORMAT_VERSION:
             raise SwarmError(
                 "E_STORE_VERSION",
@@ -116,10 +120,10 @@ class SqliteStore(Store):
             )
 
     @classmethod
-    def create(cls, path: str | Path, actor: str) -> "SqliteStore":
-        """A new store whose op 1 is its `init`, by `actor`."""
+    def make(cls, path: str | Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
+        """A new store, filled by `fill` in its first write transaction (as `actor`)."""
         try:
-            return cls._create(Path(path), actor)
+            return cls._make(Path(path), actor, fill)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise SwarmError(
@@ -131,7 +135,7 @@ class SqliteStore(Store):
             raise os_failure(exc, Path(path)) or exc
 
     @classmethod
-    def _create(cls, path: Path, actor: str) -> "SqliteStore":
+    def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         path = resolve(path)
         if is_store(path):
             raise _already_a_store(path)
@@ -157,10 +161,10 @@ class SqliteStore(Store):
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
-                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
                 store = cls(path, conn, readonly=False)
                 with store.write(actor) as w:
-                    w.append_op("init", "initialize store")
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                    fill(w)
             finally:
                 conn.close()
             try:
@@ -203,7 +207,6 @@ class SqliteStore(Store):
             self.conn.execute("ROLLBACK")
 
 def _next_time(conn: sqlite3.Connection) -> str:
-    """Now, but never earlier than the newest op: op times are non-decreasing."""
-    current = names.now()
+    """Now, but never earlier than the newest op, within the clock skew allowed (op_time)."""
     row = conn.execute("SELECT at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
-    return max(current, row[0]) if row else current
+    return op_time(names.now(), row[0] if row else None)

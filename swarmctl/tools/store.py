@@ -1,7 +1,13 @@
-"""Making stores: `init`, and `demo` (a store with a short, realistic history to try things on)."""
+"""Making stores: `init`, `demo` (a store with a short, realistic history to try things on), and
+`store copy` (a whole store into a new one, local or on a server); and looking after one:
+`store check` (the store's full check, read-only) and `store upgrade` (bring a store made by an
+older swarmctl to this one's format)."""
+
+import typing
 
 from swarmctl.context import Context
-from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type
 from swarmctl.store import Store, locate
 from swarmctl.store.schema import FORMAT_VERSION
 from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
@@ -21,6 +27,37 @@ class DemoResult:
     repo: str
     ops: list[OpRecord]
     next: list[str]
+
+
+@result_type
+class StoreCopyResult:
+    source: str
+    destination: str
+    ops: int
+    refs: int
+    changesets: int
+    blobs: int
+    txs: int
+    workflows: int
+    fenced: bool
+
+
+@request_type
+class StoreCopyReq:
+    source: str = arg(
+        description="The store to copy: a path, or a postgresql:// URL.",
+        min_length=1,
+        cli=Cli(positional=True, metavar="SRC"),
+    )
+    destination: str = arg(
+        description="Where to make the copy (no store may be there yet): a path, or a postgresql:// URL.",
+        min_length=1,
+        cli=Cli(positional=True, metavar="DST"),
+    )
+    fence: bool = arg(
+        False,
+        description="Also mark the source as moved: later writes to it are refused (E_STATE, naming DST); reads go on.",
+    )
 
 
 @request_type
@@ -87,6 +124,205 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
     )
 
 
+def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
+    """Copy a whole store into a new one, between the two kinds (a local directory, a
+    PostgreSQL URL) or within one: ops with their numbers and times, refs, changesets and their
+    files, transactions, workflows with their steps. The copy's `op log` is the source's. The
+    destination must not hold a store yet; it is written in one transaction, all or nothing.
+    With `--fence` the source is read under its write lock and marked as moved: later writes to
+    it are refused with E_STATE naming DST, reads keep working. This is how a team moves a store
+    to a database server when it outgrows one machine."""
+    from swarmctl.store.copy import TABLES, copy_store
+
+    done = {"n": 0}
+
+    def progress(table: str, rows: int) -> None:
+        if ctx.progress is not None:
+            position = TABLES.index(table) + 1
+            ctx.progress({"phase": "copy", "workflow": "store copy", "count": len(TABLES), "index": position,
+                          "step": table, "event": "done", "status": f"{rows} rows", "position": position})
+        done["n"] = rows
+
+    src, dst, copied = copy_store(
+        locate(req.source, ctx.cwd), locate(req.destination, ctx.cwd),
+        actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress,
+    )
+    ctx.adopt(dst)
+    src.close()
+    rows = copied.rows
+    return StoreCopyResult(
+        source=src.repo,
+        destination=dst.repo,
+        ops=rows["ops"],
+        refs=rows["refs"],
+        changesets=rows["changesets"],
+        blobs=rows["blobs"],
+        txs=rows["txs"],
+        workflows=rows["workflows"],
+        fenced=req.fence,
+    )
+
+
+# --- store check, store upgrade ------------------------------------------------------------------
+
+
+@request_type
+class StoreCheckReq:
+    """No arguments: the store is the one --repo names (or the one found from here)."""
+
+
+@request_type
+class StoreUpgradeReq:
+    """No arguments: the store is the one --repo names (or the one found from here)."""
+
+
+@result_type
+class CheckProblem:
+    code: str
+    message: str
+    op: int | None = None
+    ref: str | None = None
+
+
+@result_type
+class StoreHead:
+    op: int
+    at: str
+    hash: str | None
+
+
+@result_type
+class TimeOutOfOrder:
+    op: int
+    at: str
+    previous_at: str
+    recorded: bool
+
+
+@result_type
+class StoreCheckResult:
+    problems: list[CheckProblem]
+    head: StoreHead | None
+    format: int
+    times_out_of_order: list[TimeOutOfOrder]
+
+
+@result_type
+class StoreUpgradeResult:
+    format: int
+    upgraded_from: int | None
+    op: int | None
+
+
+def store_check(ctx: Context, req: StoreCheckReq) -> StoreCheckResult:
+    """Check the whole store, reading only: SQLite's integrity check, the op log against the
+    refs (every ref move replayed as a compare-and-swap), the op log's hash chain, op numbers
+    without gaps, each changeset's id against its content and each file's against its bytes,
+    the workflow rows, refs named like changeset ids, and op times (those out of order are
+    listed; after a clock that ran ahead that is expected, else it is a problem). A sound store
+    gives `problems: []` and `head`, the newest op and its hash: record it elsewhere (a CI log,
+    a ticket) to catch a rewrite of the history later. Any problem is E_STORE_CORRUPT (exit 9)
+    with `details.problems`, each with a `code` and a `message`."""
+
+    try:
+        return _check(ctx)
+    except SwarmError as exc:  # the store cannot even be opened or read: that is the problem
+        if exc.code == "E_STORE_CORRUPT" and "problems" not in exc.details:
+            exc.details = {**exc.details, "problems": [{"code": "unreadable", "message": exc.message}]}
+        raise
+
+
+def _check(ctx: Context) -> StoreCheckResult:
+    from swarmctl.store import check, queries
+    from swarmctl.tools.workflow.models import StepStatus, WorkflowState
+
+    store = ctx.store()
+    with store.read() as conn:
+        problems = check.check_store(
+            conn, integrity=True, workflow_states=typing.get_args(WorkflowState), step_statuses=typing.get_args(StepStatus)
+        )
+        head = _guarded(lambda: _head(conn, queries), problems)
+        late = _guarded(lambda: check.times_out_of_order(conn), problems) or []
+        found = _guarded(lambda: queries.stored_format(conn), problems)
+    result = StoreCheckResult(
+        problems=[CheckProblem(**p.to_dict()) for p in problems],
+        head=head,
+        format=found or 0,
+        times_out_of_order=[TimeOutOfOrder(**t) for t in late],
+    )
+    if problems:
+        from swarmctl.spec import plain
+
+        shown = plain(result)
+        raise SwarmError(
+            "E_STORE_CORRUPT",
+            f"the store fails {len(problems)} of its checks: {problems[0].message}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            details=shown,
+            hint="Writes are refused where they depend on what is damaged. Restore the store from a "
+            "backup, or repair what each problem names; then run `swarmctl store check` again.",
+        )
+    return result
+
+
+def _guarded(read: typing.Callable[[], typing.Any], problems: list) -> typing.Any:
+    from swarmctl.store.check import Problem
+
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - a damaged store gets a problem, not a traceback
+        problems.append(Problem("unreadable", f"{type(exc).__name__}: {exc}"))
+        return None
+
+
+def _head(conn, queries) -> StoreHead | None:
+    newest = queries.newest_op(conn)
+    if newest is None:
+        return None
+    record = queries.op_records(conn, [newest])[0]
+    return StoreHead(op=newest, at=record["at"], hash=record["hash"])
+
+
+def store_upgrade(ctx: Context, req: StoreUpgradeReq) -> StoreUpgradeResult:
+    """Bring a store made by an older swarmctl to this one's format, in one transaction, as one
+    op (kind `store_upgrade`). An older store is read as it is and upgraded by its first
+    write anyway; this does it now, on purpose. A store already of this format: nothing is
+    written (`upgraded_from` and `op` are null)."""
+    actor = ctx.require_actor()
+    store = ctx.store()
+    found = store.format
+    if found >= FORMAT_VERSION:
+        return StoreUpgradeResult(format=store.format, upgraded_from=None, op=None)
+    with store.write(actor) as w:
+        op = w.append_op("store_upgrade", f"upgrade the store from format {found} to {FORMAT_VERSION}")
+    return StoreUpgradeResult(format=FORMAT_VERSION, upgraded_from=found, op=op)
+
+
+STORE_CHECK = Tool(
+    name="store_check",
+    cli=("store", "check"),
+    title="Check a store",
+    summary="Check the whole store (read-only): refs against the op log, the hash chain, ids, workflows.",
+    request=StoreCheckReq,
+    result=StoreCheckResult,
+    run=store_check,
+    annotations=READ,
+    mutates=False,
+)
+
+STORE_UPGRADE = Tool(
+    name="store_upgrade",
+    cli=("store", "upgrade"),
+    title="Upgrade a store",
+    summary="Bring a store made by an older swarmctl to this one's format.",
+    request=StoreUpgradeReq,
+    result=StoreUpgradeResult,
+    run=store_upgrade,
+    annotations=Annotations(read_only=False, destructive=False, idempotent=True),
+    mutates=True,
+)
+
+
 _CREATES = Annotations(read_only=False, destructive=False, idempotent=False)
 
 INIT = Tool(
@@ -117,4 +353,18 @@ DEMO = Tool(
     mcp=False,
 )
 
-TOOLS = [INIT, DEMO]
+STORE_COPY = Tool(
+    name="store_copy",
+    cli=("store", "copy"),
+    title="Copy a store",
+    summary="Copy a whole store into a new one (local or PostgreSQL).",
+    request=StoreCopyReq,
+    result=StoreCopyResult,
+    run=store_copy,
+    annotations=_CREATES,
+    mutates=False,  # it appends no op; --fence marks the source without one
+    needs_store=False,
+    mcp=False,
+)
+
+TOOLS = [INIT, DEMO, STORE_COPY, STORE_CHECK, STORE_UPGRADE]

@@ -33,7 +33,8 @@ CREATE TABLE ops (
     at          {T} NOT NULL,
     description {T} NOT NULL,
     undoes      BIGINT REFERENCES ops(op),
-    request     {T}
+    request     {T},
+    hash        {T}
 );
 CREATE INDEX ops_actor ON ops(actor, op);
 CREATE INDEX ops_kind ON ops(kind, op);
@@ -74,6 +75,10 @@ CREATE TABLE refs (
     name   {T} PRIMARY KEY,
     target {T} NOT NULL REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
     op     BIGINT NOT NULL REFERENCES ops(op)
+);
+
+CREATE TABLE time_breaks (
+    op BIGINT PRIMARY KEY REFERENCES ops(op)
 );
 
 CREATE TABLE op_reverts (

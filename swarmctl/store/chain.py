@@ -1,0 +1,110 @@
+"""The op log's hash chain: each op records a BLAKE3 hash over its content and the hash of the
+op before it, so that an op edited, removed or slipped in behind swarmctl's back shows.
+
+The hash is BLAKE3-256 in key-derivation mode with the context `swarmops:op:v1` (as changeset
+ids are made, with their own context), over the previous op's hash (64 hex digits; op 1 follows
+GENESIS), a newline, and the op's content in the canonical JSON of changeset ids: `op`, `kind`,
+`actor`, `at`, `description`, `undoes`, `ref_moves` (`[name, old, new]` in order), the ids of
+the changesets it created (sorted) and, for a revert, the ops it took back (`reverts`, sorted;
+the key only where there are some). `undone_by` is not content: it changes when a later op
+undoes this one.
+
+What this is and is not: anyone able to edit the database can recompute every hash after an
+edit, so a rewrite is caught only against a head hash recorded elsewhere (`swarmctl store
+check` prints it). The chain makes accidents and naive edits visible, not a determined insider.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from swarmctl.store import reverts
+from swarmctl.store.changesets import canonical
+from swarmctl.store.sql import Conn
+
+OP_DOMAIN = "swarmops:op:v1"
+GENESIS = "0" * 64
+
+
+def op_hash(previous: str, content: dict[str, Any]) -> str:
+    from blake3 import blake3  # imported here: only writes and `store check` need it
+
+    return blake3(previous.encode("ascii") + b"\n" + canonical(content), derive_key_context=OP_DOMAIN).hexdigest()
+
+
+def content(row: tuple, moves: list[tuple], changesets: list[str], reverted: list[int] = ()) -> dict[str, Any]:
+    """What an op's hash covers; `row` is (op, kind, actor, at, description, undoes)."""
+    op, kind, actor, at, description, undoes = row
+    extra = {"reverts": sorted(reverted)} if reverted else {}
+    return {
+        "op": op,
+        "kind": kind,
+        "actor": actor,
+        "at": at,
+        "description": description,
+        "undoes": undoes,
+        "ref_moves": [[name, old, new] for name, old, new in moves],
+        "changesets": sorted(changesets),
+        **extra,
+    }
+
+
+def op_content(conn: Conn, op: int) -> dict[str, Any] | None:
+    row = conn.execute("SELECT op, kind, actor, at, description, undoes FROM ops WHERE op = ?", (op,)).fetchone()
+    if row is None:
+        return None
+    moves = conn.execute("SELECT name, old, new FROM ref_moves WHERE op = ? ORDER BY seq", (op,)).fetchall()
+    made = [r[0] for r in conn.execute("SELECT id FROM changesets WHERE op = ?", (op,))]
+    return content(tuple(row), [tuple(m) for m in moves], made, reverts.targets_of(conn, op))
+
+
+def previous_hash(conn: Conn, op: int) -> str | None:
+    """The hash the op before `op` recorded (GENESIS before op 1; None: that op has none)."""
+    if op == 1:
+        return GENESIS
+    row = conn.execute("SELECT hash FROM ops WHERE op = ?", (op - 1,)).fetchone()
+    return row[0] if row else None
+
+
+def seal(conn: Conn, op: int) -> str:
+    """Record the hash of `op` (appended by this transaction, with all its content)."""
+    previous = previous_hash(conn, op)
+    found = op_content(conn, op)
+    if previous is None or found is None:
+        raise RuntimeError(f"cannot seal op {op}: the op before it has no hash")
+    digest = op_hash(previous, found)
+    conn.execute("UPDATE ops SET hash = ? WHERE op = ?", (digest, op))
+    return digest
+
+
+def walk(conn: Conn, batch: int = 5000) -> Iterator[tuple[int, str | None, str]]:
+    """(op, stored hash, hash its content and the chain before it give) for every op, in op
+    order; what a check compares and what an upgrade stores. Reads in batches of ops, so a
+    long log costs its length, not its length times three queries."""
+    previous = GENESIS
+    low = 0
+    reverted: dict[int, list[int]] = {}
+    for op, target, _ in reverts.records(conn):
+        reverted.setdefault(op, []).append(target)
+    while True:
+        rows = conn.execute(
+            "SELECT op, kind, actor, at, description, undoes, hash FROM ops WHERE op > ? ORDER BY op LIMIT ?",
+            (low, batch),
+        ).fetchall()
+        if not rows:
+            return
+        high = rows[-1][0]
+        moves: dict[int, list[tuple]] = {}
+        for op, name, old, new in conn.execute(
+            "SELECT op, name, old, new FROM ref_moves WHERE op > ? AND op <= ? ORDER BY op, seq", (low, high)
+        ):
+            moves.setdefault(op, []).append((name, old, new))
+        made: dict[int, list[str]] = {}
+        for op, cid in conn.execute("SELECT op, id FROM changesets WHERE op > ? AND op <= ?", (low, high)):
+            made.setdefault(op, []).append(cid)
+        for row in rows:
+            op, stored = row[0], row[6]
+            digest = op_hash(previous, content(tuple(row[:6]), moves.get(op, []), made.get(op, []), reverted.get(op, [])))
+            yield op, stored, digest
+            previous = stored if stored is not None else digest
+        low = high
