@@ -10,7 +10,11 @@ open for its life (one connection per store: `OpenStores`), and returns the enve
 exactly when `ok` is false. A tool error, a missing store (E_NOT_A_REPO) or a bad argument is
 one failed call: the server serves on.
 
-A field named twice in `arguments` is E_INVALID_ARG. The SDK parses JSON-RPC itself and a
+Every line is answered: JSON-RPC -32700 for one that is not JSON, -32600 for an invalid request
+(no JSON-RPC message, an `id` that is no string or number, a key named twice anywhere outside a
+tool's `arguments`, a line past SWARMCTL_MAX_INPUT_BYTES, read and dropped without being held,
+or nested far past SWARMCTL_MAX_JSON_DEPTH), and the server serves on. A field named twice in
+`arguments` is E_INVALID_ARG. The SDK parses JSON-RPC itself and a
 parsed object has lost its duplicates, so our stdio transport reads each line first, checks
 `params.arguments` of a `tools/call` with `schemas.parse_arguments`, and hands the SDK the
 verdict on the message's metadata (which the SDK puts on the handler's context as `request`).
@@ -32,7 +36,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
-from swarmctl import registry, schemas, version
+from swarmctl import limits, registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import SwarmError, dumps
@@ -165,8 +169,49 @@ def _as_json(node: Any) -> str:
     return json.dumps(node)
 
 
+class Unanswerable(Exception):
+    """A line the server answers with a JSON-RPC error rather than passing on to the SDK."""
+
+    def __init__(self, code: int, message: str, request_id: Any = None, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.request_id, self.data = code, message, request_id, data
+
+
+def _line_depth(bound: int) -> int:
+    """How deep a line may nest before it is refused whole, unread by the SDK (-32600, no id).
+    Within that, a tool's arguments are held to the bound itself by `parse_arguments`, and
+    their E_INVALID_ARG envelope is answered under the request's id: so the line gets room for
+    its own levels (the message, `params`) and for arguments past the bound."""
+    return 2 * bound + 2
+
+
 def read_frame(line: str) -> SessionMessage | Exception:
-    """One line from the client as the SDK's message, marked when its arguments name a field twice."""
+    """One line from the client as the SDK's message, marked when its arguments name a field
+    twice; or, for a line that is no request the SDK should see, the error to answer it with."""
+    depth = limits.max_json_depth()
+    if limits.json_depth_exceeds(line, _line_depth(depth)):
+        return Unanswerable(
+            types.INVALID_REQUEST,
+            f"Invalid request: the message nests far deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)",
+            data={"code": "E_INVALID_ARG", "max_depth": depth},
+        )
+    try:
+        pairs = json.loads(line, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return Unanswerable(types.PARSE_ERROR, "Parse error: the line is not JSON")
+    if isinstance(pairs, _Pairs):
+        request_id = pairs.get("id") if sum(1 for k, _ in pairs if k == "id") == 1 else None
+        if not _valid_id(request_id):
+            request_id = None
+        if twice := _named_twice(pairs):
+            return Unanswerable(
+                types.INVALID_REQUEST,
+                f"Invalid request: {', '.join(twice)} named twice in one object; nothing was run",
+                request_id,
+                data={"code": "E_INVALID_ARG", "fields": twice},
+            )
+        if any(k == "id" for k, _ in pairs) and not _valid_id(pairs.get("id")):
+            return Unanswerable(types.INVALID_REQUEST, "Invalid request: `id` must be a string or a number")
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception as exc:  # as the SDK's own reader, a value: the transport answers it
@@ -175,15 +220,77 @@ def read_frame(line: str) -> SessionMessage | Exception:
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
 
 
-def unreadable(line: str) -> SessionMessage:
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _named_twice(message: "_Pairs") -> list[str]:
+    """The keys named twice in an object of `message`, outside a tools/call's `arguments`
+    (those are the tool's to refuse, with an envelope: see `arguments_named_twice`)."""
+    skip = None
+    if message.get("method") == "tools/call" and isinstance(params := message.get("params"), _Pairs):
+        skip = params.get("arguments")
+    twice: dict[str, None] = {}
+    stack: list[Any] = [message]
+    while stack:
+        node = stack.pop()
+        if node is skip and skip is not None:
+            continue
+        if isinstance(node, _Pairs):
+            seen: set[str] = set()
+            for key, value in node:
+                if key in seen:
+                    twice[key] = None
+                seen.add(key)
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return list(twice)
+
+
+def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:
     """JSON-RPC's answer to a line that is no message: a parse error, or an invalid request."""
+    if isinstance(problem, Unanswerable):
+        extra = {"data": problem.data} if problem.data is not None else {}
+        error = types.ErrorData(code=problem.code, message=problem.message, **extra)
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=problem.request_id, error=error))
     try:
         json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
     else:
         error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message")
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
+async def bounded_lines(wire: Any, limit: int) -> AsyncIterator[str | None]:
+    """The lines of `wire` (an async binary file) as text; None for a line longer than `limit`
+    bytes, of which no more than the limit is ever held (the rest is read and dropped)."""
+    held = bytearray()
+    dropping = False
+    while True:
+        chunk = await wire.read1(1 << 16)
+        if not chunk:
+            if held and not dropping:
+                yield held.decode("utf-8", errors="replace")
+            return
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            part = chunk[start:] if end < 0 else chunk[start:end]
+            if not dropping:
+                held += part
+                if len(held) > limit:
+                    dropping = True
+                    held.clear()
+                    yield None
+            if end < 0:
+                break
+            if not dropping:
+                yield held.decode("utf-8", errors="replace")
+            held.clear()
+            dropping = False
+            start = end + 1
 
 
 @asynccontextmanager
@@ -197,7 +304,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     and a change that was made is never left unreported.
     """
     wire_in, wire_out, restore = _claim_stdio()
-    lines = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
+    lines = bounded_lines(anyio.wrap_file(wire_in), limits.max_input_bytes())
     out = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
     to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
@@ -207,11 +314,20 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     async def read() -> None:
         async with to_server:
             async for line in lines:
+                if line is None:  # longer than SWARMCTL_MAX_INPUT_BYTES: read past, never held
+                    limit = limits.max_input_bytes()
+                    too_big = Unanswerable(
+                        types.INVALID_REQUEST,
+                        f"Invalid request: the line is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)",
+                        data={"code": "E_INVALID_ARG", "max_bytes": limit},
+                    )
+                    await to_client.send(unreadable("", too_big))
+                    continue
                 if not line.strip():
                     continue
                 frame = read_frame(line)
                 if isinstance(frame, Exception):  # JSON-RPC answers it (the SDK would drop it)
-                    await to_client.send(unreadable(line))
+                    await to_client.send(unreadable(line, frame))
                 else:
                     await to_server.send(unanswered.track(frame))
             await unanswered.none_left()

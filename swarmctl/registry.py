@@ -19,6 +19,7 @@ from swarmctl.spec import Tool
 AREAS: dict[str, str | tuple[str, ...]] = {
     "init": "swarmctl.tools.store",
     "demo": "swarmctl.tools.store",
+    "store": "swarmctl.tools.store",
     "changeset": "swarmctl.tools.changeset",
     "ref": "swarmctl.tools.ref",
     "op": ("swarmctl.tools.op", "swarmctl.tools.revert", "swarmctl.tools.restore"),

@@ -17,6 +17,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     started = time.perf_counter()
     ctx.readonly = not tool.mutates and tool.needs_store
     try:
+        _refuse_nul(request)
         result = plain(tool.run(ctx, request))
         error = None
     except SwarmError as exc:
@@ -33,6 +34,36 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     )
     envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
     return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth == "trust" else None)
+
+
+# A file's content is kept as bytes, where a NUL is a byte like any other.
+_BYTES_FIELDS = ("files",)
+
+
+def _refuse_nul(request: Any) -> None:
+    """A NUL character in any text of a request is E_INVALID_ARG, on every kind of store:
+    PostgreSQL cannot keep one in text, so no store does (a file's content may hold one)."""
+    fields = plain(request)
+    for name, value in fields.items() if isinstance(fields, dict) else ():
+        if name in _BYTES_FIELDS and isinstance(value, dict):
+            value = list(value)  # its paths are text; its contents are bytes
+        if _has_nul(value):
+            raise SwarmError(
+                "E_INVALID_ARG",
+                f"{name} contains a NUL character (U+0000), which no store keeps in text",
+                details={"field": name},
+                hint="Remove the NUL character.",
+            )
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None) -> dict[str, Any]:
@@ -62,11 +93,14 @@ def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:
     from swarmctl import schemas
 
     try:
-        request = schemas.validate_request(tool, arguments)
+        request, ignored = schemas.read_request(tool, arguments)
     except SwarmError as exc:
         meta = Meta(elapsed_ms=_elapsed_ms(started), auth=ctx.auth)
         return failure(tool.name, exc, meta)
-    return run(tool, request, ctx)
+    envelope = run(tool, request, ctx)
+    if ignored:  # after `auth`, and only when something was ignored
+        envelope["meta"]["ignored"] = ignored
+    return envelope
 
 
 def _elapsed_ms(started: float) -> int:

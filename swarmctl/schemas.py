@@ -9,11 +9,12 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
+from swarmctl import fields, limits
 from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
@@ -88,6 +89,12 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
             "elapsed_ms": {"type": "integer", "minimum": 0},
             "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
             "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+            "ignored": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The argument fields the request type does not know, which were ignored; "
+                "present only when there were some.",
+            },
         },
         "required": ["repo", "elapsed_ms", "resolved", "auth"],
     }
@@ -125,6 +132,17 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 
 def validate_request(tool: Tool, arguments: Any) -> Any:
     """JSON arguments as the tool's request, or E_INVALID_ARG saying what does not fit."""
+    return read_request(tool, arguments).request
+
+
+class Request(NamedTuple):
+    request: Any
+    ignored: list[str]  # the fields the request type does not know: the envelope's meta.ignored
+
+
+def read_request(tool: Tool, arguments: Any) -> Request:
+    """As `validate_request`, with the names of the fields it ignored (see `swarmctl.fields`:
+    other names of a field, and a near miss of one, which is E_INVALID_ARG)."""
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -133,6 +151,11 @@ def validate_request(tool: Tool, arguments: Any) -> Any:
             f"arguments to {tool.name} must be a JSON object, not {type(arguments).__name__}",
             details={"type": tool.request.__name__},
         )
+    arguments, ignored = fields.read(tool.request, arguments)
+    return Request(_validated(tool, {k: v for k, v in arguments.items()}), ignored)
+
+
+def _validated(tool: Tool, arguments: dict[str, Any]) -> Any:
     try:
         # Strict, as JSON: "6" is not a number, 1 is not true. (Strict Python validation would
         # want a dataclass instance rather than an object; strict JSON validation takes one.)
@@ -184,10 +207,15 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def parse_arguments(text: str) -> Any:
-    """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins."""
+def parse_arguments(text: str, what: str = "the arguments") -> Any:
+    """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
+    is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
+    limits.check_size(text, what)
+    limits.check_json_depth(text, what)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
+        raise limits.too_deep(what, limits.max_json_depth()) from None
     except DuplicateField as exc:
         raise SwarmError(
             "E_INVALID_ARG",

@@ -9,7 +9,10 @@ which costs more than the rest of the command together.
 `arg()` declares one request field: `description`, `min_length`, `max_length` and `examples`
 are pydantic `Field` arguments (pydantic reads them from the dataclass field's metadata); `cli`
 says how the field appears on the command line. Integer bounds are a `Range` in the field's
-annotation, read by pydantic at the JSON doors and by Typer at the CLI.
+annotation, read by pydantic at the JSON doors and by Typer at the CLI. Two more are read only
+at the JSON doors (`swarmctl/fields.py`): `json_aliases`, other names the field may be sent as
+(`workflow_id` for `workflow`), and `json_bool`, the value a JSON `true`/`false` stands for
+(`acknowledge_unknown_effects: true` is `["all"]`). Say both in the field's description.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class Tool(NamedTuple):
     mutates: bool  # needs an identity and a writable store
     needs_store: bool = True
     mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
+    records: str | None = None  # the result's list, one record a line with `-o jsonl` (e.g. "ops")
     since: str = "0.1.0"
 
     @property
@@ -174,11 +178,35 @@ def long_flag(f: dataclasses.Field) -> str:
 
 
 def plain(value: Any) -> Any:
-    """A result as JSON values: dataclasses become objects with their fields in declared order."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
+    """A result as JSON values: dataclasses become objects with their fields in declared order.
+
+    A page of 10,000 ops is about 140,000 values: the exact types JSON has are answered first,
+    and each dataclass's field names are looked up once per class (`_FIELD_NAMES`)."""
+    kind = type(value)
+    if kind in _JSON_SCALARS or kind is JsonRows:
+        return value
+    if kind is list or kind is tuple:
         return [plain(v) for v in value]
-    if isinstance(value, dict):
+    if kind is dict:
         return {k: plain(v) for k, v in value.items()}
-    return value
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return value
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
+    return {name: plain(getattr(value, name)) for name in names}
+
+
+class JsonRows(list):
+    """Records a store query already built in their JSON form (dicts of JSON values, keys in
+    the order of their result type's fields): `plain` returns them as they are, which spares a
+    page of 10,000 ops a round trip through dataclasses. tests/test_op_log.py checks that they
+    equal what the result type would give."""
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}

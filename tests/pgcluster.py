@@ -40,7 +40,8 @@ def server_bin() -> Path | None:
 
 
 class Cluster:
-    def __init__(self, bindir: Path, root: Path, user: str | None) -> None:
+    def __init__(self, bindir: Path, root: Path, user: str | None, durable: bool = False) -> None:
+        self.durable = durable  # the server's own defaults (a benchmark), not the tests' fast ones
         self.bindir = bindir
         self.root = root
         self.data = root / "data"
@@ -62,10 +63,9 @@ class Cluster:
             )
             if made.returncode != 0:
                 raise RuntimeError(f"initdb failed: {made.stdout}{made.stderr}")
-        options = (
-            f"-k {self.socket} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=300"
-        )
+        options = f"-k {self.socket} -c listen_addresses='' -c max_connections=300"
+        if not self.durable:  # a throwaway cluster for tests: no need to survive a power cut
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         started = self._run(
             str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"
         )

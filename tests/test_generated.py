@@ -162,7 +162,7 @@ def test_bash_completes_ref_names_and_tool_names(sw, generated):
         "main",
         "release/v1",
     ]
-    assert _bash_complete(generated, ["swarmctl", "call"], cwd=sw.tmp)[:3] == ["init", "demo", "changeset_create"]
+    assert _bash_complete(generated, ["swarmctl", "call"], cwd=sw.tmp)[:3] == ["init", "demo", "store_copy"]
 
 
 def test_zsh_and_fish_callbacks_give_ops_with_their_descriptions(sw):

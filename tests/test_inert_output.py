@@ -32,7 +32,8 @@ def test_op_log_as_a_table_escapes_a_message_s_terminal_controls(sw, color):
     sw.ok("--as", "human/alice", "init", repo)
     sw.ok("--repo", repo, "--as", "human/alice", "changeset", "create", "-m", EVIL, "--ref", "main")
     sw.ok("--repo", repo, "--as", "human/alice", "changeset", "create", "-m", BIDI, "--meta", f"note={EVIL}")
-    table = sw("--repo", repo, "--color", color, "-o", "table", "op", "log")
+    # Wide enough that no description is cut with an ellipsis: the escapes are shown whole.
+    table = sw("--repo", repo, "--color", color, "-o", "table", "op", "log", env={"COLUMNS": "400"})
     assert table.exit == 0
     assert_inert(table.stdout + table.stderr)
     # (a table that fits the terminal cuts long descriptions short: the full message is below)

@@ -154,3 +154,47 @@ def test_op_kinds_live_in_one_place_and_append_op_refuses_others(sw):
         assert store.conn.execute("SELECT MAX(op) FROM ops").fetchone() == (9,)
     finally:
         store.close()
+
+
+# --- big pages: the fast paths give what the typed paths give ---------------------------------
+
+
+def test_a_page_of_records_is_what_op_record_would_give(sw):
+    """`op log` returns the store's rows as they are (spec.JsonRows) rather than through
+    OpRecord: they must be exactly what OpRecord would make of them, key order included."""
+    from swarmctl.spec import JsonRows, plain
+    from swarmctl.tools.op import OpRecord
+
+    from conftest import build_golden_store
+
+    build_golden_store(sw)
+    sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # an undone op, so undone_by is set somewhere
+    ops = sw.ok("--repo", str(sw.store), "op", "log", "-n", "100")["ops"]
+    typed = [plain(OpRecord.from_row(op)) for op in ops]
+    assert [list(op.items()) for op in ops] == [list(op.items()) for op in typed]
+    assert any(op["undone_by"] for op in ops) and any(op["ref_moves"] for op in ops)
+    assert plain(JsonRows(ops)) is not None and type(plain(JsonRows(ops))) is JsonRows  # as they are
+
+
+def test_a_big_table_is_printed_plain_one_line_an_op(sw, monkeypatch):
+    """Above PLAIN_ROWS ops, `-o table` prints fixed-width columns without Rich (which takes
+    seconds for 10,000 rows); control characters in a cell are shown escaped."""
+    from swarmctl.cli import tables
+
+    build_log_store(sw)
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "in \x1b[31mred", "--ref", "main")
+    ops = sw.ok("--repo", str(sw.store), "op", "log")["ops"]
+    monkeypatch.setattr(tables, "PLAIN_ROWS", 3)
+    plain_ = sw("--repo", str(sw.store), "-o", "table", "op", "log", "-n", "4").stdout.splitlines()
+    assert plain_[0].split() == ["op", "when", "actor", "kind", "description", "ref", "moves"]
+    assert set(plain_[1].replace(" ", "")) == {"-"}
+    assert [line.split()[0] for line in plain_[2:6]] == [str(op["op"]) for op in ops[:4]]
+    assert all(
+        tables.when(op["at"]) in line and op["actor"] in line and op["kind"] in line for op, line in zip(ops, plain_[2:6])
+    )
+    assert "in \\x1b[31mred" in plain_[2] and "\x1b" not in "".join(plain_)
+    moves = ops[0]["ref_moves"][0]
+    assert f"main: {moves['old'][:12]} → {moves['new'][:12]}" in plain_[2]
+    assert plain_[6] == f"more: --before {ops[3]['op']}"
+    rich = sw("--repo", str(sw.store), "-o", "table", "op", "log", "-n", "3").stdout
+    assert "┃" in rich  # at or below PLAIN_ROWS, Rich's table as before

@@ -77,3 +77,24 @@ def test_ref_limits_it_and_bad_calls_are_refused(sw, golden):
     assert [r.exit for r in (never, unconfirmed, nothing, no_op)] == [4, 2, 7, 4]
     assert nothing_preview.result["ref_moves"] == [] and nothing_preview.result["next"] is None
     assert sw.transcript(never, unconfirmed, nothing_preview, nothing) == golden
+
+
+def test_a_confirmation_run_twice_is_refused_and_says_it_is_done(sw):
+    build_golden_store(sw)
+    confirm = sw.ok(*as_(sw, ALICE), "op", "restore", "4")["next"]["argv"][1:]
+    assert sw.ok(*confirm)["op"] == 7
+    before = (op_count(sw.store), file_digests(sw.store))
+    again = sw(*confirm)
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+    assert again.error["code"] == "E_CAS_MISMATCH" and again.error["details"]["ops_since"] == [7]
+    assert "nothing more to do" in again.error["hint"]
+
+
+def test_tables_for_people(sw, golden):
+    build_golden_store(sw)
+    preview = sw(*as_(sw, ALICE), "-o", "table", "op", "restore", "4")
+    revert_dry = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT, "--dry-run")
+    revert = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT)
+    replay = sw(*as_(sw, ALICE), "-o", "table", "op", "revert", "--actor", AGENT)
+    assert "restoring refs to op 4 would move" in preview.stdout and "op 7 reverted ops 3, 5, 6" in revert.stdout
+    assert sw.transcript(preview, revert_dry, revert, replay) == golden

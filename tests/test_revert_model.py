@@ -1,7 +1,8 @@
 """`op revert --actor` against a model, over random interleaved histories: the revert either
 refuses exactly when someone else's move lies between the actor's moves of a ref, or puts each
 of the actor's refs back to what it named before the actor's first move of it and leaves every
-other ref alone; `op undo` of the revert puts everything back; the store stays consistent."""
+other ref alone; `op undo` of the revert puts everything back; the store stays consistent. And
+`op restore OP` leaves the refs as a replay of the op log up to OP leaves them."""
 
 import tempfile
 from pathlib import Path
@@ -51,7 +52,7 @@ def expected_revert(log: list[dict], actor: str) -> tuple[bool, dict[str, str | 
     return conflict, {name: before for name, (_, before) in first.items()}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ACTION, min_size=1, max_size=10))
 def test_revert_by_actor_matches_the_model(history):
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,3 +86,49 @@ def test_revert_by_actor_matches_the_model(history):
         assert call(store, ALICE, "undo", {"op": ran["result"]["op"]})["ok"]
         assert refs(store) == before
         assert problems(store) == []
+
+
+def refs_after(log: list[dict], op: int) -> dict[str, str]:
+    """The refs as the op log leaves them right after `op`, by replaying its moves."""
+    state: dict[str, str] = {}
+    for o in log:
+        if o["op"] > op:
+            break
+        for m in o["ref_moves"]:
+            if m["new"] is None:
+                state.pop(m["name"], None)
+            else:
+                state[m["name"]] = m["new"]
+    return state
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ACTION, min_size=1, max_size=10), st.floats(0, 1))
+def test_restore_matches_a_replay_of_the_log(history, where):
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
+        ids = [call(store, ALICE, "changeset_create", {"message": f"c{i}"})["result"]["changeset"]["id"] for i in range(3)]
+        for actor, action, name, k in history:
+            current = refs(store)
+            if action == "set":
+                call(store, actor, "ref_set", {"name": name, "target": ids[k], **({} if name in current else {"create": True})})
+            elif action == "delete" and name in current:
+                call(store, actor, "ref_delete", {"name": name})
+            elif action == "undo":
+                call(store, actor, "undo", {"op": "@"})
+        log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
+        head = log[-1]["op"]
+        target = 1 + int(where * (head - 1))
+        before = refs(store)
+        preview = call(store, ALICE, "op_restore", {"op": target})["result"]
+        assert preview["head"] == head and refs(store) == before
+        ran = call(store, ALICE, "op_restore", {"op": target, "confirm": True, "expect_head": head})
+        if refs_after(log, target) == before:
+            assert preview["next"] is None and ran["error"]["code"] == "E_NOTHING_TO_UNDO"
+            return
+        assert ran["ok"], ran
+        assert refs(store) == refs_after(log, target)
+        assert problems(store) == []
+        assert call(store, ALICE, "undo", {"op": ran["result"]["op"]})["ok"]
+        assert refs(store) == before

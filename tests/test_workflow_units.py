@@ -136,3 +136,37 @@ def test_a_process_group_lives_while_any_member_does_even_after_its_leader_is_go
         time.sleep(0.01)
     assert not pids.group_alive(leader.pid, start)
     assert not pids.group_alive(None, None)
+
+
+def test_a_command_step_is_one_transaction_per_state_change(sw, monkeypatch):
+    """Running then its outcome: two commits a command step, in a run and in a rollback (the
+    `running` commit carries the command's process group, saved before the gate opens)."""
+    from swarmctl.store.sqlite import SqliteStore
+    from wfkit import Kit
+
+    commits = []
+    real_commit = SqliteStore._commit
+    monkeypatch.setattr(SqliteStore, "_commit", lambda self, w: (commits.append(1), real_commit(self, w))[1])
+    kit = Kit(sw)
+    per_run, per_rollback = {}, {}
+    for steps in (1, 3):
+        flow = f'name = "w{steps}"\n' + "".join(
+            f'[[step]]\nname = "s{i}"\nrun = ["./mark.sh", "do{i}"]\nrollback = ["./mark.sh", "undo{i}"]\n' for i in range(steps)
+        )
+        before = len(commits)
+        _, wf = kit.run(flow, name=f"w{steps}.toml")
+        per_run[steps] = len(commits) - before
+        before = len(commits)
+        assert kit("workflow", "rollback", wf, "--confirm", "--include-completed").result["state"] == "rolled_back"
+        per_rollback[steps] = len(commits) - before
+    assert (per_run[3] - per_run[1]) / 2 == 2
+    assert (per_rollback[3] - per_rollback[1]) / 2 == 2
+
+
+def test_waiting_on_a_command_ends_when_it_does_and_a_timeout_still_kills_it(tmp_path):
+    """process.run_command waits on a pidfd: an exit status comes back as it is, and a command
+    that outlives its timeout is killed (SIGTERM to its group)."""
+    done = process.run_command(["/bin/sh", "-c", "exit 7"], cwd=tmp_path, env=os.environ, timeout_s=60)
+    assert (done.exit_code, done.timed_out, done.signal) == (7, False, None)
+    slow = process.run_command(["/bin/sh", "-c", "exec sleep 30"], cwd=tmp_path, env=os.environ, timeout_s=0.2)
+    assert (slow.exit_code, slow.timed_out, slow.signal) == (None, True, "SIGTERM")

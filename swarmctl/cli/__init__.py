@@ -48,12 +48,24 @@ def run(args: list[str]) -> int:
     command = typer.main.get_command(build(None if completing else tools_for(args)))
     try:
         status = command.main(args, prog_name="swarmctl", standalone_mode=False, obj={"argv": list(args)})
+    except NoArgsIsHelpError as exc:
+        if exc.ctx is not None and exc.ctx.parent is None:
+            # Bare `swarmctl`: the help on stdout, exit 0, as `--help` (and gh and kubectl) do.
+            print(exc.ctx.get_help())
+            return 0
+        return _usage_error(exc, quiet=_quiet(args))
     except UsageError as exc:
-        return _usage_error(exc)
+        return _usage_error(exc, quiet=_quiet(args))
     except Abort:
         print("Aborted.", file=sys.stderr)
         return 130
     return status if isinstance(status, int) else 0
+
+
+def _quiet(args: list[str]) -> bool:
+    """-q/--quiet anywhere on the command line (before `--`), for errors found before it is parsed."""
+    words = args[: args.index("--")] if "--" in args else args
+    return "-q" in words or "--quiet" in words
 
 
 def _not_utf8(args: list[str]) -> int | None:
@@ -118,7 +130,8 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     except SwarmError as exc:
         if exc.code == "E_INVALID_ARG" and usage:
             exc.details.setdefault("usage", usage)
-            print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
+            if not globals_.quiet:
+                print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except Exception as exc:
         traceback.print_exc()
@@ -145,6 +158,8 @@ def _warn(message: str) -> None:
 
 def _progress_reporter(globals_: Globals) -> Any:
     """Progress for people on stderr, only when it is a terminal (Rich is imported only then)."""
+    if globals_.quiet:
+        return None
     try:
         if not sys.stderr.isatty():
             return None
@@ -160,7 +175,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def _usage_error(exc: UsageError) -> int:
+def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     """Bad usage is an envelope too: E_INVALID_ARG, the usage text in details and on stderr."""
     click_ctx = exc.ctx
     tool = None
@@ -177,14 +192,17 @@ def _usage_error(exc: UsageError) -> int:
         details={"usage": usage},
         hint=f"Run `{where} --help` for usage.",
     )
-    if isinstance(exc, NoArgsIsHelpError):
-        exc.show(file=sys.stderr)  # the help text, ours
-    else:
-        # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
-        if click_ctx is not None:
-            print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
-        print(f"Error: {inert(message)}", file=sys.stderr)
+    if not quiet:
+        if isinstance(exc, NoArgsIsHelpError):
+            exc.show(file=sys.stderr)  # the help text, ours
+        else:
+            # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
+            if click_ctx is not None:
+                print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
+            print(f"Error: {inert(message)}", file=sys.stderr)
     globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     auth = Context(actor=globals_.actor if globals_ else None).auth
-    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_ or Globals(), tool)
+    globals_ = globals_ or Globals()
+    globals_.quiet = globals_.quiet or quiet
+    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_, tool)
     return exit_status_of("E_INVALID_ARG")

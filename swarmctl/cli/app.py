@@ -21,6 +21,7 @@ GROUP_HELP = {
     "op": "The op log: list, show and undo operations.",
     "ref": "Refs: set, delete, list and show.",
     "changeset": "Changesets: create and show.",
+    "store": "Stores as a whole: copy one into a new one, local or on a database server.",
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
     "store": "The store itself: check it, upgrade its format.",
@@ -43,12 +44,14 @@ class Globals:
         output: str = "json",
         color: str = "auto",
         args: list[str] | None = None,
+        quiet: bool = False,
     ):
         self.repo = repo
         self.actor = actor
         self.output = output
         self.color = color
         self.args = args or []  # the command line as given, for checks Click does not make
+        self.quiet = quiet  # nothing on stdout; an error's code and message on one stderr line
 
 
 # The global options that take a value, for finding the command word in argv before Typer
@@ -155,15 +158,26 @@ def _global_options(
         ),
     ] = None,
     output: Annotated[
-        Literal["json", "table"],
+        Literal["json", "table", "jsonl"],
         typer.Option(
             "--output",
             "-o",
             envvar="SWARMCTL_OUTPUT",
-            help="json: the envelope (default). table: the same result rendered for people.",
+            help="json: the envelope (default). table: the same result rendered for people. jsonl: a list "
+            "result one record a line (paging keys dropped: use -n), any other result as one line, a "
+            "failure as its envelope.",
             show_envvar=False,
         ),
     ] = "json",
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Print nothing on stdout, for scripts that want only the exit status; a failure's "
+            "code and message go to stderr, on one line.",
+        ),
+    ] = False,
     color: Annotated[
         Literal["auto", "always", "never"],
         typer.Option("--color", help="Colour on a terminal: auto (unless NO_COLOR is set or TERM=dumb), always, never."),
@@ -172,7 +186,9 @@ def _global_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    ctx.obj = Globals(repo=repo or None, actor=actor or None, output=output, color=color, args=(ctx.obj or {}).get("argv"))
+    ctx.obj = Globals(
+        repo=repo or None, actor=actor or None, output=output, color=color, args=(ctx.obj or {}).get("argv"), quiet=quiet
+    )
 
 
 # --- types: from a request field's annotation to what Typer parses ---------------------------
@@ -323,10 +339,13 @@ def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
 
 
 def _read_files(flag: str, paths: list[str]) -> dict[str, str]:
+    from swarmctl import limits
+
     files: dict[str, str] = {}
     for path in paths:
         try:
-            files[Path(path).as_posix()] = Path(path).read_bytes().decode("utf-8")
+            # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `--file /dev/zero` is refused, not read
+            files[Path(path).as_posix()] = limits.read_file(path, f"{flag} {path}").decode("utf-8")
         except UnicodeDecodeError:
             raise SwarmError("E_INVALID_ARG", f"{flag} {path}: not UTF-8 text", details={"path": path}) from None
         except OSError as exc:
@@ -341,7 +360,8 @@ def _read_files(flag: str, paths: list[str]) -> dict[str, str]:
 _LATE_GLOBALS = {
     "late_repo": ("repo", Optional[str], typer.Option("--repo", "-R", metavar="PATH", hidden=True)),
     "late_actor": ("actor", Optional[str], typer.Option("--as", metavar="ACTOR", hidden=True)),
-    "late_output": ("output", Optional[Literal["json", "table"]], typer.Option("--output", "-o", hidden=True)),
+    "late_output": ("output", Optional[Literal["json", "table", "jsonl"]], typer.Option("--output", "-o", hidden=True)),
+    "late_quiet": ("quiet", Optional[bool], typer.Option("--quiet", "-q", hidden=True)),
     "late_color": ("color", Optional[Literal["auto", "always", "never"]], typer.Option("--color", hidden=True)),
 }
 

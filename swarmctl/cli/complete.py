@@ -21,11 +21,18 @@ def _store(ctx: typer.Context):
 def _safely(source: Callable[[typer.Context, str], Iterator[tuple[str, str]]]):
     def complete(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
         try:
-            return list(source(ctx, incomplete))
+            return [(value, _one_line(description)) for value, description in source(ctx, incomplete)]
         except Exception:
             return []
 
     return complete
+
+
+def _one_line(description: str) -> str:
+    """A description on one line: every shell's protocol is a line per candidate, and fish splits
+    a candidate from its description at a tab, so a newline or a tab in a commit message would
+    show up as candidates of their own."""
+    return " ".join(description.split())
 
 
 def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:

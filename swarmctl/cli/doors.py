@@ -30,8 +30,12 @@ CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and pri
 
 TOOL is a tool's name (`undo`, `op_log`, `ref_set`, ...: the envelope's `op`). JSON is its
 arguments as one JSON object, `-` to read them from stdin; omitted, `{}`. They are validated
-by the tool's request type (`swarmctl schema TYPE`); fields it does not know are ignored; a
-field named twice is E_INVALID_ARG. An unknown TOOL is E_NOT_FOUND with the list of tools.
+by the tool's request type (`swarmctl schema TYPE`). Fields it does not know are ignored,
+listed in `meta.ignored` and named in a warning on stderr; a near miss of a known field
+(`dryrun`, `dry-run`, `dryRun` for `dry_run`, `expected` for `expect`) is E_INVALID_ARG with
+`details.did_you_mean`, and nothing is run. A field named twice is E_INVALID_ARG. Arguments
+larger than SWARMCTL_MAX_INPUT_BYTES (16 MiB) or nested deeper than SWARMCTL_MAX_JSON_DEPTH
+(64) are E_INVALID_ARG. An unknown TOOL is E_NOT_FOUND with the list of tools.
 
 With --lines (and no TOOL), it reads JSON Lines from stdin, one call a line:
 {"tool": "ref_set", "arguments": {...}, "id": 7} (arguments optional; id optional, any JSON
@@ -61,11 +65,14 @@ def mcp(
     # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
     globals_.repo = repo or globals_.repo
     globals_.actor = actor or globals_.actor
-    if globals_.actor is not None:
-        try:
+    from swarmctl import limits
+
+    try:
+        if globals_.actor is not None:
             names.check_actor(globals_.actor)
-        except SwarmError as exc:
-            _fail(exc, globals_)
+        limits.max_json_depth(), limits.max_input_bytes()  # a bad setting fails here, not mid-serve
+    except SwarmError as exc:
+        _fail(exc, globals_)
     if sys.stdin.isatty():
         print(
             "swarmctl mcp: serving MCP on stdin/stdout for an MCP client (Ctrl-D ends).",
@@ -105,7 +112,7 @@ def call(
     from swarmctl.calls import call_text
     from swarmctl.cli.output import emit
     from swarmctl.context import Context
-    from swarmctl.envelope import exit_status
+    from swarmctl.envelope import Meta, SwarmError, exit_status, failure
 
     globals_ = cli_ctx.obj
     if lines:
@@ -116,9 +123,18 @@ def call(
         raise UsageError("--stop-on-error goes with --lines", ctx=cli_ctx)
     if tool is None:
         raise UsageError("Missing argument 'TOOL'.", ctx=cli_ctx)
-    text = sys.stdin.read() if arguments == "-" else ("{}" if arguments is None else arguments)
     tools = registry.by_name()
-    envelope = call_text(tool, text, Context(repo=globals_.repo, actor=globals_.actor), tools)
+    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    try:
+        # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
+        text = _stdin_text() if arguments == "-" else ("{}" if arguments is None else arguments)
+    except SwarmError as exc:
+        envelope = failure(tool if tool in tools else None, exc, Meta(auth=ctx.auth))
+    else:
+        envelope = call_text(tool, text, ctx, tools)
+    ignored = envelope["meta"].get("ignored")
+    if ignored:
+        print(f"swarmctl call: {tool} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
     emit(envelope, globals_, tools.get(tool))
     raise typer.Exit(exit_status(envelope))
 
@@ -166,6 +182,8 @@ def _write_line(text: str) -> bool:
         devnull = os.open(os.devnull, os.O_WRONLY)  # as output.py does: no complaint at exit
         os.dup2(devnull, sys.stdout.fileno())
         return False
+
+
 COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) on stdout.
 
 The script is the one the wheel installs under share/ (and completions/ holds in a checkout):
@@ -184,6 +202,17 @@ def completion(
 
     sys.stdout.write(completions.script(shell))
     raise typer.Exit(0)
+
+
+def _stdin_text() -> str:
+    from swarmctl import limits
+    from swarmctl.envelope import SwarmError
+
+    data = limits.read_bounded(sys.stdin.buffer, "stdin")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"stdin is not UTF-8 text: {exc}", details={"input": "stdin"}) from None
 
 
 def _fail(error: Any, globals_: Any) -> None:

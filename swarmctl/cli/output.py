@@ -1,5 +1,9 @@
 """Printing an envelope: compact JSON to a pipe, indented (and coloured) JSON to a terminal,
-or Rich tables with `-o table`. Nothing else is ever printed on stdout."""
+or Rich tables with `-o table`. Nothing else is ever printed on stdout.
+
+The exceptions to one envelope, each asked for by users (SPEC §1): `-q/--quiet` prints nothing
+on stdout (a failure's code and message on one stderr line); `-o jsonl` prints a list result
+one record a line, any other result as one line, and a failure as its envelope's one line."""
 
 from __future__ import annotations
 
@@ -15,6 +19,13 @@ from swarmctl.envelope import dumps
 def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     from swarmctl.cli.app import wants_color
 
+    if getattr(globals_, "quiet", False):
+        if not envelope["ok"]:
+            print(quiet_line(envelope["error"]), file=sys.stderr)
+        return
+    if globals_.output == "jsonl":
+        _write("".join(dumps(record) + "\n" for record in jsonl_records(envelope, tool)))
+        return
     color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
     if globals_.output == "table":
         from swarmctl.cli import tables
@@ -43,6 +54,25 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(dumps(envelope) + "\n")
+
+
+def quiet_line(error: dict[str, Any]) -> str:
+    """A failure in one line, for -q: its code and message (control characters made inert)."""
+    from swarmctl.cli.inert import inert
+
+    return f"{error['code']}: {inert(' '.join(str(error['message']).split()))}"
+
+
+def jsonl_records(envelope: dict[str, Any], tool: Any) -> list[Any]:
+    """What `-o jsonl` prints, a line each: the records of a list result (the tool names its list),
+    the result itself otherwise, or the whole envelope of a failure."""
+    if not envelope["ok"]:
+        return [envelope]
+    result = envelope["result"]
+    records = getattr(tool, "records", None)
+    if records and isinstance(result, dict) and isinstance(result.get(records), list):
+        return result[records]
+    return [result]
 
 
 def _isatty(stream: Any) -> bool:

@@ -26,10 +26,12 @@ def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> 
     format characters are escaped too (swarmctl/cli/inert.py): a terminal acts on none of them."""
     import time
 
-    from rich.console import Console
-
     time.tzset()  # TZ as it is now, also when it changed in this process
     _Options.terminal = terminal
+    if envelope["ok"] and envelope["op"] in ("op_log", "demo") and len(envelope["result"]["ops"]) > PLAIN_ROWS:
+        return _plain_ops(envelope["result"])
+    from rich.console import Console
+
     out = io.StringIO()
     console = Console(file=out, force_terminal=color, no_color=not color, width=_width(), highlight=False)
     envelope = _escaped(envelope)
@@ -185,6 +187,36 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
     console.print(table)
 
 
+# Above this many ops, a table is printed plain (fixed-width columns, one line an op) rather than
+# by Rich, which takes seconds and a hundred MiB for 10,000 rows (measured in bench/perf.py).
+PLAIN_ROWS = 300
+
+
+def _plain_ops(result: dict[str, Any]) -> str:
+    """The op log as fixed-width columns, one line an op: op, when (as the Rich table shows it),
+    actor and kind padded to their widest, the description to at most 60 characters, then the
+    ref moves. Control and format characters are escaped (inert), line breaks too."""
+    from swarmctl.cli.inert import inert
+
+    rows = [("op", "when", "actor", "kind", "description", "ref moves")]
+    for op in result["ops"]:
+        mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
+        moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
+        rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], op["description"] + mark, moves))
+    rows = [tuple(inert(cell, keep="") for cell in row) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    widths[4] = min(widths[4], 60)
+    lines = []
+    for row in rows:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
+        lines.append(line.rstrip())
+    lines.insert(1, "  ".join("-" * width for width in widths) + "  " + "-" * len(rows[0][5]))
+    if result.get("has_more"):
+        cursor = result.get("next_before")
+        lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
+    return "\n".join(lines) + "\n"
+
+
 def _op_log(console, result: dict[str, Any]) -> None:
     _ops_table(console, result["ops"])
     if result.get("has_more"):
@@ -318,7 +350,9 @@ def _workflows(console, result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table()
-    for column in ("workflow", "name", "state", "steps done", "created by", "created", "updated"):
+    # The id is what a person copies into the next command: never folded; the rest give way.
+    table.add_column("workflow", no_wrap=True, min_width=max((len(wf["id"]) for wf in result["workflows"]), default=8))
+    for column in ("name", "state", "steps done", "created by", "created", "updated"):
         table.add_column(column, overflow="fold")
     for wf in result["workflows"]:
         table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], when(wf["created_at"]), when(wf["updated_at"]))

@@ -82,6 +82,7 @@ _COMPLETED = (_RUN, _APPROVE, ("workflow_resume", {"workflow": WORKFLOW}))
 EXAMPLES: dict[str, Example] = {
     "init": Example({"path": "store"}, ("init", "store"), store=False),
     "demo": Example({"path": "demo-store"}, ("demo", "demo-store"), store=False),
+    "store_copy": Example({"source": "store", "destination": "store-copy"}, ("store", "copy", "store", "store-copy")),
     "changeset_create": Example(
         {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
         ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),

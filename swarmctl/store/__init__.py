@@ -16,6 +16,7 @@ whose driver, psycopg, is imported only then). Both give a `Store`:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
@@ -39,6 +40,22 @@ def locate(given: str, cwd: Path) -> str | Path:
         return resolve(cwd / given)
     except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
         return cwd / given
+
+
+# libpq's variables that carry a password (PGPASSFILE names a file: a path, not a secret).
+_PASSWORD_VARIABLES = ("PGPASSWORD", "PGSSLPASSWORD")
+
+
+def without_store_password(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a command swarmctl starts (a workflow step): the store's password neither
+    in SWARMCTL_REPO (its URL is given without it) nor in libpq's variables."""
+    env = {k: v for k, v in environ.items() if k not in _PASSWORD_VARIABLES}
+    repo = env.get("SWARMCTL_REPO")
+    if repo and is_url(repo):
+        from swarmctl.store.postgres.url import shown
+
+        env["SWARMCTL_REPO"] = shown(repo)
+    return env
 
 
 def backend_for(where: str | Path) -> type[Store]:
@@ -88,4 +105,5 @@ __all__ = [
     "os_failure",
     "resolve",
     "translated",
+    "without_store_password",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts
@@ -54,7 +54,18 @@ class Store:
         """A new store whose op 1 is its `init`, by `actor`."""
         from swarmctl.store import backend_for
 
-        return backend_for(where).create(where, actor)
+        return backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
+
+    @classmethod
+    def make(cls, where: str | Path, actor: str, fill: "Callable[[Writer], None]") -> "Store":
+        """A new store (refused where one is), filled by `fill` in its first write transaction:
+        all of it or nothing. `create` fills it with op 1; `store copy` with another's rows."""
+        from swarmctl.store import backend_for
+
+        return backend_for(where).make(where, actor, fill)
+
+    def after_load(self, conn: Conn) -> None:
+        """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""
 
     def close(self) -> None:
         self.conn.close()
@@ -91,6 +102,7 @@ class Store:
 
                     migrate.upgrade(self.conn)  # in this transaction: all of it, or none
                     self.format = FORMAT_VERSION
+                _refuse_if_moved(self)
                 writer = Writer(self, actor, at)
                 yield writer
                 writer.seal()
@@ -133,6 +145,22 @@ class Store:
 
     def _rollback(self) -> None:
         raise NotImplementedError
+
+
+# The meta row `store copy --fence` leaves in the store it copied: where the store went.
+MOVED_TO = "moved_to"
+
+
+def _refuse_if_moved(store: Store) -> None:
+    """A fenced store (`store copy --fence`) reads, but writes go to its copy."""
+    row = store.conn.execute("SELECT value FROM meta WHERE key = ?", (MOVED_TO,)).fetchone()
+    if row is not None:
+        raise SwarmError(
+            "E_STATE",
+            f"the store at {store.repo} was moved to {row[0]}; it no longer takes writes",
+            details={"repo": store.repo, "moved_to": row[0]},
+            hint=f"Nothing was written. Use the store at {row[0]} (--repo or SWARMCTL_REPO); this one still reads.",
+        )
 
 
 def _fault_pause_before_commit() -> None:

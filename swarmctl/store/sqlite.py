@@ -7,6 +7,7 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -119,10 +120,10 @@ class SqliteStore(Store):
             )
 
     @classmethod
-    def create(cls, path: str | Path, actor: str) -> "SqliteStore":
-        """A new store whose op 1 is its `init`, by `actor`."""
+    def make(cls, path: str | Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
+        """A new store, filled by `fill` in its first write transaction (as `actor`)."""
         try:
-            return cls._create(Path(path), actor)
+            return cls._make(Path(path), actor, fill)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise SwarmError(
@@ -134,7 +135,7 @@ class SqliteStore(Store):
             raise os_failure(exc, Path(path)) or exc
 
     @classmethod
-    def _create(cls, path: Path, actor: str) -> "SqliteStore":
+    def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         path = resolve(path)
         if is_store(path):
             raise _already_a_store(path)
@@ -160,10 +161,10 @@ class SqliteStore(Store):
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(f"BEGIN;\n{SCHEMA}\nCOMMIT;")
-                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
                 store = cls(path, conn, readonly=False)
                 with store.write(actor) as w:
-                    w.append_op("init", "initialize store")
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                    fill(w)
             finally:
                 conn.close()
             try:

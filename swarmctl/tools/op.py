@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type
 from swarmctl.store import Conn, Move, Writer, conflicts, queries
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
@@ -131,13 +131,14 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     store = ctx.store()
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
-        records = [OpRecord.from_row(r) for r in queries.op_records(conn, found)]
+        # The rows are OpRecords in their JSON form already (see spec.JsonRows).
+        records = JsonRows(queries.op_records(conn, found))
     forward = req.after is not None and req.before is None
     result = OpLogResult(
         ops=records,
         has_more=has_more,
-        next_before=records[-1].op if records and has_more and not forward else None,
-        next_after=records[0].op if records and has_more and forward else None,
+        next_before=records[-1]["op"] if records and has_more and not forward else None,
+        next_after=records[0]["op"] if records and has_more and forward else None,
     )
     if req.reverse:
         result.ops.reverse()
@@ -302,6 +303,7 @@ OP_LOG = Tool(
     run=op_log,
     annotations=READ,
     mutates=False,
+    records="ops",
 )
 
 OP_SHOW = Tool(

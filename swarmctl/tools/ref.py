@@ -243,6 +243,7 @@ REF_LIST = Tool(
     run=ref_list,
     annotations=READ,
     mutates=False,
+    records="refs",
 )
 REF_SHOW = Tool(
     name="ref_show",

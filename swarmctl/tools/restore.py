@@ -165,7 +165,9 @@ def _moved_since(conn: Conn, target: int, refs: list[str], expected: int, head: 
         found,
         f"the store moved since the preview: its newest op is {head}, not {expected} ({ops} since); nothing was written",
         details={"restored_to": target, "expect_head": expected, "head": head, "ops_since": since, "ops_since_count": max(head - expected, 0)},
-        hint="Preview again, check the moves, then confirm with the new head.",
+        hint=f"Every ref already names what it named after op {target} (a confirmation that already ran?): nothing more to do."
+        if not _moves(conn, target, refs)
+        else "Preview again, check the moves, then confirm with the new head.",
         next=_call(target, refs),
     )
 

@@ -44,8 +44,12 @@ class OpRevertReq:
     before: OpNumber | None = arg(
         None, description="Select only ops before this op number (exclusive).", cli=Cli(metavar="OP", complete="ops")
     )
-    since: str | None = arg(None, description="Select only ops at or after this RFC 3339 time.")
-    until: str | None = arg(None, description="Select only ops at or before this RFC 3339 time.")
+    since: str | None = arg(
+        None, description="Select only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
+    until: str | None = arg(
+        None, description="Select only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+    )
     dry_run: bool = arg(False, description="List what would be taken back and any conflicts; write nothing.")
 
 
@@ -250,6 +254,7 @@ OP_REVERT = Tool(
     run=op_revert,
     annotations=Annotations(read_only=False, destructive=True, idempotent=True),
     mutates=True,
+    records="reverted",  # with --dry-run: the ops it would take back, one a line
 )
 
 TOOLS = [OP_REVERT]

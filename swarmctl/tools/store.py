@@ -1,6 +1,7 @@
-"""Making stores: `init`, and `demo` (a store with a short, realistic history to try things on);
-and looking after one: `store check` (the store's full check, read-only) and `store upgrade`
-(bring a store made by an older swarmctl to this one's format)."""
+"""Making stores: `init`, `demo` (a store with a short, realistic history to try things on), and
+`store copy` (a whole store into a new one, local or on a server); and looking after one:
+`store check` (the store's full check, read-only) and `store upgrade` (bring a store made by an
+older swarmctl to this one's format)."""
 
 import typing
 
@@ -26,6 +27,37 @@ class DemoResult:
     repo: str
     ops: list[OpRecord]
     next: list[str]
+
+
+@result_type
+class StoreCopyResult:
+    source: str
+    destination: str
+    ops: int
+    refs: int
+    changesets: int
+    blobs: int
+    txs: int
+    workflows: int
+    fenced: bool
+
+
+@request_type
+class StoreCopyReq:
+    source: str = arg(
+        description="The store to copy: a path, or a postgresql:// URL.",
+        min_length=1,
+        cli=Cli(positional=True, metavar="SRC"),
+    )
+    destination: str = arg(
+        description="Where to make the copy (no store may be there yet): a path, or a postgresql:// URL.",
+        min_length=1,
+        cli=Cli(positional=True, metavar="DST"),
+    )
+    fence: bool = arg(
+        False,
+        description="Also mark the source as moved: later writes to it are refused (E_STATE, naming DST); reads go on.",
+    )
 
 
 @request_type
@@ -89,6 +121,45 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
             f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6 --dry-run",
             f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6",
         ],
+    )
+
+
+def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
+    """Copy a whole store into a new one, between the two kinds (a local directory, a
+    PostgreSQL URL) or within one: ops with their numbers and times, refs, changesets and their
+    files, transactions, workflows with their steps. The copy's `op log` is the source's. The
+    destination must not hold a store yet; it is written in one transaction, all or nothing.
+    With `--fence` the source is read under its write lock and marked as moved: later writes to
+    it are refused with E_STATE naming DST, reads keep working. This is how a team moves a store
+    to a database server when it outgrows one machine."""
+    from swarmctl.store.copy import TABLES, copy_store
+
+    done = {"n": 0}
+
+    def progress(table: str, rows: int) -> None:
+        if ctx.progress is not None:
+            position = TABLES.index(table) + 1
+            ctx.progress({"phase": "copy", "workflow": "store copy", "count": len(TABLES), "index": position,
+                          "step": table, "event": "done", "status": f"{rows} rows", "position": position})
+        done["n"] = rows
+
+    src, dst, copied = copy_store(
+        locate(req.source, ctx.cwd), locate(req.destination, ctx.cwd),
+        actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress,
+    )
+    ctx.adopt(dst)
+    src.close()
+    rows = copied.rows
+    return StoreCopyResult(
+        source=src.repo,
+        destination=dst.repo,
+        ops=rows["ops"],
+        refs=rows["refs"],
+        changesets=rows["changesets"],
+        blobs=rows["blobs"],
+        txs=rows["txs"],
+        workflows=rows["workflows"],
+        fenced=req.fence,
     )
 
 
@@ -282,4 +353,18 @@ DEMO = Tool(
     mcp=False,
 )
 
-TOOLS = [INIT, DEMO, STORE_CHECK, STORE_UPGRADE]
+STORE_COPY = Tool(
+    name="store_copy",
+    cli=("store", "copy"),
+    title="Copy a store",
+    summary="Copy a whole store into a new one (local or PostgreSQL).",
+    request=StoreCopyReq,
+    result=StoreCopyResult,
+    run=store_copy,
+    annotations=_CREATES,
+    mutates=False,  # it appends no op; --fence marks the source without one
+    needs_store=False,
+    mcp=False,
+)
+
+TOOLS = [INIT, DEMO, STORE_COPY, STORE_CHECK, STORE_UPGRADE]

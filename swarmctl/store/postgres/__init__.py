@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Callable
 
 import psycopg
 
@@ -87,8 +88,10 @@ class PostgresStore(Store):
             )
 
     @classmethod
-    def create(cls, where, actor: str) -> "PostgresStore":
-        """The schema, its tables and op 1, in one transaction: all of it or nothing."""
+    def make(cls, where, actor: str, fill: Callable[[Writer], None]) -> "PostgresStore":
+        """The schema and its tables (one transaction), then the format and `fill` (a second,
+        the store's first write): a store is there only once both committed. An init stopped
+        between the two left empty tables and no format, which the next init fills."""
         url = parse(str(where))
         conn = _connect(url)
         store = cls(url, conn, readonly=False)
@@ -96,38 +99,33 @@ class PostgresStore(Store):
         try:
             try:
                 conn.native(f"BEGIN; CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}")
-                if conn.native("SELECT to_regclass('meta')").fetchone()[0] is not None:
-                    raise SwarmError(
-                        "E_STATE",
-                        f"there is already a store at {url.shown}",
-                        details={"path": url.shown},
-                        hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
-                    )
-                conn.native(SCHEMA)
-                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
-                conn.execute("INSERT INTO head(id, last_op) VALUES (1, 0)")
-                writer = Writer(store, actor, store._now())
-                writer.append_op("init", "initialize store")
-                writer.seal()
-                store._commit(writer)
+                if conn.native("SELECT to_regclass('meta')").fetchone()[0] is None:
+                    conn.native(SCHEMA)
+                    conn.execute("INSERT INTO head(id, last_op) VALUES (1, 0)")
+                elif conn.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone():
+                    raise _already_a_store(url)
+                conn.native("COMMIT")
             except BaseException:
                 store._rollback()
                 raise
             conn.native(f"SET search_path TO {schema}")
-        except psycopg.Error as exc:
+            with store.write(actor) as w:
+                conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+                fill(w)
+        except BaseException as exc:
             conn.close()
-            if isinstance(exc, psycopg.errors.UniqueViolation):  # another init made it just now
-                raise SwarmError(
-                    "E_STATE",
-                    f"there is already a store at {url.shown} (made by another process just now)",
-                    details={"path": url.shown},
-                    hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
-                ) from None
-            raise errors.translate(exc, url) from exc
-        except BaseException:
-            conn.close()
+            if isinstance(exc, psycopg.errors.UniqueViolation) or (
+                isinstance(exc, SwarmError) and isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
+            ):
+                raise _already_a_store(url, " (made by another process just now)") from None
+            if isinstance(exc, psycopg.Error):
+                raise errors.translate(exc, url) from exc
             raise
         return store
+
+    def after_load(self, conn) -> None:
+        conn.native("UPDATE head SET last_op = (SELECT COALESCE(MAX(op), 0) FROM ops) WHERE id = 1")
+        conn.native("SELECT setval(pg_get_serial_sequence('txs', 'tx'), (SELECT COALESCE(MAX(tx), 0) + 1 FROM txs), false)")
 
     # --- the transaction helper's steps (see Store.write) ---------------------------------
 
@@ -232,6 +230,15 @@ def _connect(url: StoreUrl) -> PgConn:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _already_a_store(url: StoreUrl, why: str = "") -> SwarmError:
+    return SwarmError(
+        "E_STATE",
+        f"there is already a store at {url.shown}{why}",
+        details={"path": url.shown},
+        hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
+    )
 
 
 def _not_a_store(url: StoreUrl) -> SwarmError:

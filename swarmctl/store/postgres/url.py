@@ -64,3 +64,11 @@ def scrub(text: str, url: StoreUrl) -> str:
     if url.password:
         text = text.replace(url.password, "***")
     return text
+
+
+def shown(url: str) -> str:
+    """The URL without its password, as meta.repo shows it (an unreadable one as it is)."""
+    try:
+        return parse(url).shown
+    except SwarmError:
+        return url

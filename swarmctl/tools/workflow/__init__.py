@@ -313,6 +313,7 @@ LIST = Tool(
     name="workflow_list", cli=("workflow", "list"), title="List workflows",
     summary="List workflows, newest first.",
     request=WorkflowListReq, result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
+    records="workflows",
 )
 APPROVE = Tool(
     name="workflow_approve", cli=("workflow", "approve"), title="Approve a workflow gate",

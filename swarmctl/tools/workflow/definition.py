@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from swarmctl import names
+from swarmctl import limits, names
 from swarmctl import secrets
 from swarmctl.envelope import SwarmError
 from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
@@ -79,15 +79,21 @@ def load(path: Path) -> dict[str, Any]:
     import tomllib
 
     try:
-        text = path.read_text(encoding="utf-8")
+        # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `workflow run /dev/zero` is refused, not read
+        text = limits.read_file(path, f"workflow file {path}").decode("utf-8")
     except FileNotFoundError:
         raise invalid(f"no workflow file {path}", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise invalid(f"cannot read workflow file {path}: {exc}", file=str(path)) from None
+    depth = limits.max_json_depth()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise invalid(f"{path} is not valid TOML: {exc}", file=str(path)) from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise invalid(f"{path} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)", file=str(path), max_depth=depth) from None
+    if limits.depth_of(data, depth) > depth:
+        raise invalid(f"{path} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)", file=str(path), max_depth=depth)
     try:
         return check(data)
     except SwarmError as exc:

@@ -1,12 +1,12 @@
 """Carrying out steps: running a workflow forward, and undoing steps in a rollback.
 
 The rules this module keeps:
-- Each change of a step is its own `Store.write()` transaction, and the store's write lock is
-  never held while a command runs.
-- A command step is saved `running` (with this process's pid and start time) before its
-  process starts, then with the command's process group (before the command proper starts:
-  process.py's gate), and its outcome after; during a rollback, `undoing` before and the
-  outcome after. A swarmctl killed in between leaves the step in flight: while the command's
+- Each change of a step's state is one `Store.write()` transaction, and the store's write lock
+  is never held while a command runs.
+- A command step is saved `running` (with this process's pid and start time, and the
+  command's process group) once its process exists but before the command proper starts
+  (process.py's gate: a swarmctl killed before that commit leaves a gate that never opens),
+  and with its outcome after; during a rollback, `undoing` and the outcome after. A swarmctl killed in between leaves the step in flight: while the command's
   group lives on, readers see it still `running` and nothing may run it (or its rollback)
   again; once both are gone, `interrupted`: its effect is unknown, and it is never re-run
   silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
@@ -33,7 +33,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
 from swarmctl.spec import plain
-from swarmctl.store import Store, Writer
+from swarmctl.store import Store, Writer, without_store_password
 from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
@@ -163,27 +163,31 @@ class Executor:
         return deleted.op, [{"name": deleted.name, "old": deleted.old, "new": None}]
 
     def _run_command(self, step: Step) -> None:
-        with self.store.write(self.actor) as w:
-            self.owned(w)
+        def begin(w: Writer) -> None:  # the step is running: saved with its command's group
             records.set_step(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
-                             command_pid=None, command_start=None, started_at=w.at, finished_at=None, result=None,
-                             interrupted_during=None, attempts=step.attempts + 1)
+                             started_at=w.at, finished_at=None, result=None, interrupted_during=None,
+                             attempts=step.attempts + 1)
             records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
-        step.status = "running"
-        outcome = self._command(step, step.spec["run"], during="run")
+
+        outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running")
         result = self._outcome(step, outcome)
         status = "success" if outcome.ok else "failed"
         with self.store.write(self.actor) as w:
             self.owned(w)
+            if step.status != "running":  # it never started (no such program): one state change
+                begin(w)
             records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
                              command_start=None, finished_at=w.at, result=result)
         step.status, step.result = status, result
 
-    def _command(self, step: Step, argv: list[str], *, during: str) -> process.CommandOutcome:
-        """Run the step's `run` or `rollback` argv. Its process group is saved with the step
-        before it starts, so that a reader can tell it still runs after this process is gone.
-        On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this process
-        still holds the workflow) and the KeyboardInterrupt re-raised."""
+    def _command(
+        self, step: Step, argv: list[str], *, during: str, begin: Callable[[Writer], None], status: str
+    ) -> process.CommandOutcome:
+        """Run the step's `run` or `rollback` argv. Once its process exists, and before the
+        command proper starts, one transaction saves the step `status` (what `begin` writes)
+        with the process group, so that a reader can tell it still runs after this process is
+        gone. On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this
+        process still holds the workflow) and the KeyboardInterrupt re-raised."""
         spec = step.spec
         short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
         if short:
@@ -191,12 +195,18 @@ class Executor:
                 f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
                 f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
             )
-        env = {**self.environ, **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()}}
+        # The store's password goes to a command only where its step's `env` names it.
+        env = {
+            **without_store_password(self.environ),
+            **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()},
+        }
 
         def started(group: pids.ProcessId) -> None:
             with self.store.write(self.actor) as w:
                 self.owned(w)
+                begin(w)
                 records.set_step(w, self.wf.id, step.idx, command_pid=group.pid, command_start=group.start)
+            step.status = status
 
         try:
             with process.terminate_as_interrupt():
@@ -291,12 +301,11 @@ class Executor:
             )
 
     def _undo_command(self, step: Step) -> CommandUndone:
-        with self.store.write(self.actor) as w:
-            self.owned(w)
+        def begin(w: Writer) -> None:  # the step is undoing: saved with its command's group
             records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
-                             command_pid=None, command_start=None, undo_result={"started_at": w.at})
-        step.status = "undoing"
-        outcome = self._command(step, step.spec["rollback"], during="rollback")
+                             undo_result={"started_at": w.at})
+
+        outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing")
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
         with self.store.write(self.actor) as w:

@@ -413,7 +413,13 @@ _WORKFLOW = Cli(positional=True, metavar="ID", complete="workflows")
 
 
 def _workflow_arg(what: str) -> Any:
-    return arg(description=f"{what}: its id (wf-...) or a unique prefix of it.", cli=_WORKFLOW, min_length=1)
+    return arg(
+        description=f"{what}: its id (wf-...) or a unique prefix of it. At the JSON doors (MCP, `swarmctl call`) "
+        "it may also be named `workflow_id`, as vmware-pilot's callers name it (not both: E_INVALID_ARG).",
+        cli=_WORKFLOW,
+        min_length=1,
+        json_aliases=("workflow_id",),
+    )
 
 
 @request_type
@@ -473,7 +479,9 @@ class WorkflowRollbackReq:
     acknowledge_unknown_effects: list[str] = arg(
         default_factory=list,
         description="A step listed under unknown_effects whose effect you have checked in the target system, "
-        f"or `{ACKNOWLEDGE_ALL}` (repeatable). Acknowledged steps are not undone.",
+        f"or `{ACKNOWLEDGE_ALL}` (repeatable). Acknowledged steps are not undone. At the JSON doors, "
+        f"`true` (as vmware-pilot's callers send it) means `[\"{ACKNOWLEDGE_ALL}\"]` and `false` means `[]`.",
+        json_bool={True: (ACKNOWLEDGE_ALL,), False: ()},
         cli=Cli(flags=("--acknowledge-unknown-effects",), metavar=f"STEP|{ACKNOWLEDGE_ALL}", complete="steps"),
     )
     expect_preview: str | None = arg(

@@ -1,0 +1,128 @@
+"""Bounds on what a caller may send: how deep JSON may nest, how big one input may be.
+
+Every input is held to them before it is parsed: a `--file`, stdin, a workflow's TOML file, a
+JSON argument, an MCP line. Past a bound it is E_INVALID_ARG, found in bounded memory and
+time: a stream is read to at most the bound plus one byte, never to its end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+from itertools import accumulate
+from typing import Any, BinaryIO
+
+from swarmctl.envelope import SwarmError
+
+DEFAULT_MAX_JSON_DEPTH = 64
+DEFAULT_MAX_INPUT_BYTES = 16 * 1024 * 1024
+
+
+def _setting(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{name}={text!r} is not a positive whole number",
+            details={"variable": name, "value": text},
+            hint=f"Unset it for the default ({default}), or give a whole number from 1.",
+        )
+    return value
+
+
+def max_json_depth() -> int:
+    return _setting("SWARMCTL_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH)
+
+
+def max_input_bytes() -> int:
+    return _setting("SWARMCTL_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
+
+
+def too_big(what: str, limit: int) -> SwarmError:
+    return SwarmError(
+        "E_INVALID_ARG",
+        f"{what} is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES); nothing was read past that",
+        details={"input": what, "max_bytes": limit},
+        hint="Send less, or raise SWARMCTL_MAX_INPUT_BYTES.",
+    )
+
+
+def too_deep(what: str, limit: int) -> SwarmError:
+    return SwarmError(
+        "E_INVALID_ARG",
+        f"{what} nests deeper than {limit} levels (SWARMCTL_MAX_JSON_DEPTH)",
+        details={"input": what, "max_depth": limit},
+        hint="Flatten it, or raise SWARMCTL_MAX_JSON_DEPTH.",
+    )
+
+
+def read_bounded(stream: BinaryIO, what: str) -> bytes:
+    """All of `stream`, or E_INVALID_ARG once it passes the bound (reading one byte past it)."""
+    limit = max_input_bytes()
+    data = bytearray()
+    while len(data) <= limit:
+        chunk = stream.read(min(1 << 20, limit + 1 - len(data)))
+        if not chunk:
+            return bytes(data)
+        data += chunk
+    raise too_big(what, limit)
+
+
+def read_file(path: str | os.PathLike, what: str) -> bytes:
+    """A file's bytes, held to the bound (`/dev/zero` is refused, not read to its end)."""
+    with open(path, "rb") as f:
+        return read_bounded(f, what)
+
+
+def check_size(data: str | bytes, what: str) -> None:
+    limit = max_input_bytes()
+    size = len(data) if isinstance(data, bytes) else _utf8_len(data, limit)
+    if size > limit:
+        raise too_big(what, limit)
+
+
+def _utf8_len(text: str, limit: int) -> int:
+    return len(text) if len(text) * 4 <= limit else len(text.encode("utf-8", "surrogatepass"))
+
+
+# Strings are skipped (a bracket inside one is text); what is left is counted as steps of +1
+# and -1, in C (bytes.translate, itertools.accumulate), so 16 MiB of brackets takes a moment.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON `text` nests arrays and objects deeper than `limit` (strings skipped)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if brackets.count("[") + brackets.count("{") <= limit:
+        return False
+    steps = array("b", brackets.encode("ascii").translate(_STEPS))
+    return max(accumulate(steps)) > limit
+
+
+def check_json_depth(text: str, what: str) -> None:
+    limit = max_json_depth()
+    if json_depth_exceeds(text, limit):
+        raise too_deep(what, limit)
+
+
+def depth_of(value: Any, limit: int) -> int:
+    """How deep a parsed value nests lists and dicts, counting no further than `limit` + 1."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

@@ -1,0 +1,102 @@
+"""`store copy`: a whole store into a new one, of either kind, written once over the protocol.
+
+Every table's rows go across as they are: ops keep their numbers and times, changesets their
+ids, transactions and workflows their rows, so the copy's `op log` is the source's. The
+destination is made by `Store.make` and filled in its first write transaction: all of it or
+nothing, and never over an existing store. The source is read in one snapshot; with `fence`,
+under its write lock instead, and marked as moved in the same transaction (see db.MOVED_TO).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+from swarmctl.store.db import MOVED_TO, Store, Writer
+from swarmctl.store.schema import SCHEMA
+from swarmctl.store.sql import Conn
+
+BATCH = 2000
+# In the order foreign keys allow; each with the columns both schemas share.
+TABLES = (
+    "ops", "changesets", "blobs", "ref_moves", "refs", "op_reverts",
+    "txs", "tx_revisions", "tx_baselines", "workflows", "workflow_steps",
+)
+# Rows of `meta` that belong to one store and are not copied.
+_OWN_META = ("format", MOVED_TO)
+
+
+class Copied(NamedTuple):
+    rows: dict[str, int]  # per table
+
+
+def _columns() -> dict[str, list[str]]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return {t: [r[1] for r in conn.execute(f"PRAGMA table_info({t})")] for t in TABLES}
+    finally:
+        conn.close()
+
+
+def copy_store(
+    source: str | Path,
+    destination: str | Path,
+    *,
+    actor: str,
+    fence: bool = False,
+    progress: Callable[[str, int], None] | None = None,
+) -> tuple[Store, Store, Copied]:
+    """Copy the store at `source` into a new store at `destination`; both returned open."""
+    src = Store.open(source, readonly=not fence)
+    counts: dict[str, int] = {}
+    columns = _columns()
+
+    def fill(conn: Conn) -> Callable[[Writer], None]:
+        def into(w: Writer) -> None:
+            for key, value in conn.execute("SELECT key, value FROM meta").fetchall():
+                if key not in _OWN_META:
+                    w.conn.execute(
+                        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (key, value),
+                    )
+            for table in TABLES:
+                counts[table] = 0
+                cols = ", ".join(columns[table])
+                marks = ", ".join("?" * len(columns[table]))
+                for batch in _batches(conn, table, cols):
+                    w.conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({marks})", batch)
+                    counts[table] += len(batch)
+                    if progress:
+                        progress(table, counts[table])
+            w.store.after_load(w.conn)
+
+        return into
+
+    try:
+        if fence:
+            with src.write(actor) as sw:
+                dst = Store.make(destination, actor, fill(sw.conn))
+                sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
+        else:
+            with src.read() as conn:
+                dst = Store.make(destination, actor, fill(conn))
+    except BaseException:
+        src.close()
+        raise
+    return src, dst, Copied(counts)
+
+
+def _batches(conn: Conn, table: str, cols: str) -> Iterator[list[tuple]]:
+    try:
+        rows = conn.execute(f"SELECT {cols} FROM {table} ORDER BY 1")
+    except Exception as exc:  # a store made before reverts existed has no op_reverts table
+        if table == "op_reverts" and "no such table" in str(exc):
+            return
+        raise
+    while True:
+        batch = [tuple(r) for r in rows.fetchmany(BATCH)]
+        if not batch:
+            return
+        yield batch

@@ -1,0 +1,171 @@
+"""What PostgreSQL does differently from SQLite, pinned so that every command prints the same
+bytes on both kinds of store; and what only a store on a server can meet: a server that is
+down or refuses us, a password that must never be shown, a COMMIT whose outcome was lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core_helpers import ALICE, as_, connect, op_count, problems
+
+BOTH = pytest.mark.backends("sqlite", "postgres")
+POSTGRES = pytest.mark.backends("postgres")
+
+
+@BOTH
+def test_ref_list_orders_by_code_point_and_a_prefix_is_literal(sw):
+    """`COLLATE "C"`: upper case before lower, `-` before `_`, é after z; a prefix with `_` or
+    `%` matches those characters only, never as LIKE wildcards."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    cid = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "one")["changeset"]["id"]
+    names = ["beta_1", "betaX1", "beta%2", "beta-x", "Zeta", "alpha", "zé", "zz", "beta%%", "b"]
+    for name in names:
+        sw.ok(*as_(sw, ALICE), "ref", "set", name, cid, "--create")
+    listed = [r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]]
+    assert listed == sorted(names)  # Python compares code points, as SQLite's BINARY does
+    by_prefix = lambda p: [r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list", "--prefix", p)["refs"]]
+    assert by_prefix("beta_") == ["beta_1"]
+    assert by_prefix("beta%") == ["beta%%", "beta%2"]
+    assert by_prefix("z") == ["zz", "zé"]
+
+
+@BOTH
+def test_a_nul_character_in_text_is_invalid_on_every_store(sw):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    before = op_count(sw.store)
+    for tool, arguments in [
+        ("changeset_create", {"message": "a\u0000b"}),
+        ("changeset_create", {"message": "m", "metadata": {"k": "v\u0000"}}),
+        ("ref_list", {"prefix": "main\u0000"}),
+    ]:
+        ran = sw(*as_(sw, ALICE), "call", tool, json.dumps(arguments))
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+        assert "NUL" in ran.error["message"]
+    # A file's content is bytes: a NUL there is kept.
+    made = sw(*as_(sw, ALICE), "call", "changeset_create", json.dumps({"message": "m", "files": {"f.bin": "a\u0000b"}}))
+    assert made.exit == 0, made.stdout
+    assert op_count(sw.store) == before + 1
+    assert problems(sw.store) == []
+
+
+@POSTGRES
+def test_meta_repo_is_the_url_without_its_password_and_no_output_shows_it(sw, pg_cluster):
+    secret = "pw-Never-Shown-7f3a"
+    with_password = sw.url.replace(f"{pg_cluster.role}@", f"{pg_cluster.role}:{secret}@")
+    env = {"PGPASSWORD": secret}
+    runs = [
+        sw.process("--as", ALICE, "init", with_password, env=env),
+        sw.process("--repo", with_password, "--as", ALICE, "changeset", "create", "-m", "x", "--ref", "main", env=env),
+        sw.process("--repo", with_password, "op", "log", env=env),
+        sw.process("--repo", with_password, "-o", "table", "op", "log", env=env),
+        sw.process("--repo", with_password, "--as", ALICE, "op", "undo", "99", env=env),  # E_NOT_FOUND
+        sw.process("--repo", with_password.replace("/swarm?", "/no_such_db?"), "op", "log", env=env),  # E_NOT_A_REPO
+        sw.process("--repo", with_password.replace(f"host={pg_cluster.socket}", "host=/nonexistent"), "op", "log", env=env),
+        sw.process("--repo", with_password.replace(f"{pg_cluster.role}:", "nobody:"), "op", "log", env=env),  # E_FORBIDDEN
+    ]
+    assert [r.exit for r in runs] == [0, 0, 0, 0, 4, 5, 11, 6], [r.stdout for r in runs]
+    for ran in runs:
+        assert secret not in ran.stdout + ran.stderr, ran.transcript()
+    assert runs[2].envelope["meta"]["repo"] == sw.url  # the URL as given, less the password
+
+
+@POSTGRES
+def test_errors_of_a_server_store(sw, pg_cluster):
+    missing_db = sw("--repo", sw.url.replace("/swarm?", "/no_such_db?"), "op", "log")
+    assert (missing_db.exit, missing_db.error["code"]) == (5, "E_NOT_A_REPO")
+    assert "createdb no_such_db" in missing_db.error["hint"]
+    no_schema = sw("--repo", sw.url, "op", "log")
+    assert (no_schema.exit, no_schema.error["code"]) == (5, "E_NOT_A_REPO")
+    unreachable = sw("--repo", sw.url.replace(f"host={pg_cluster.socket}", "host=/nonexistent"), "op", "log")
+    assert (unreachable.exit, unreachable.error["code"]) == (11, "E_UNAVAILABLE")
+    refused = sw("--repo", sw.url.replace(f"{pg_cluster.role}@", "nobody@"), "op", "log")
+    assert (refused.exit, refused.error["code"]) == (6, "E_FORBIDDEN")
+    sw.ok("--as", ALICE, "init", sw.url)
+    again = sw("--as", ALICE, "init", sw.url)
+    assert (again.exit, again.error["code"]) == (7, "E_STATE")
+    bad_schema = sw("--repo", sw.url + "X;drop", "op", "log")
+    assert (bad_schema.exit, bad_schema.error["code"]) == (2, "E_INVALID_ARG")
+
+
+@POSTGRES
+def test_a_write_waits_for_the_head_row_then_gives_e_busy(sw):
+    """Another client holding the head row (a writer stopped mid-transaction): past
+    SWARMCTL_LOCK_TIMEOUT the write is E_BUSY, nothing written; reads go on."""
+    sw.ok("--as", ALICE, "init", sw.url)
+    holder = connect(sw.url)
+    try:
+        holder.native("BEGIN; SELECT last_op FROM head FOR UPDATE")
+        ran = sw(*as_(sw, ALICE), "changeset", "create", "-m", "x", env={"SWARMCTL_LOCK_TIMEOUT": "0.2"})
+        assert (ran.exit, ran.error["code"]) == (8, "E_BUSY"), ran.stdout
+        assert sw.ok("--repo", sw.url, "op", "log")["ops"][0]["op"] == 1
+    finally:
+        holder.close()
+    assert sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "x")["op"] == 2
+
+
+@POSTGRES
+def test_a_lost_commit_is_looked_up_by_its_request_id(sw):
+    """After a connection lost during COMMIT the write is looked up on a new connection by the
+    request id stored with its op: found, the result stands; not found, it did not commit."""
+    from swarmctl.envelope import SwarmError
+    from swarmctl.store import Store
+
+    sw.ok("--as", ALICE, "init", sw.url)
+    store = Store.open(sw.url)
+    try:
+        with store.write(ALICE) as w:
+            w.append_op("ref_set", "an op that committed")
+        committed = store.request
+        assert store._commit_outcome(w, OSError("lost")) is None  # found: no error
+        store.request = "0" * 32  # a request no op carries
+        with pytest.raises(SwarmError) as lost:
+            store._commit_outcome(w, OSError("lost"))
+        assert lost.value.code == "E_UNAVAILABLE" and lost.value.details["commit_unknown"] is False
+    finally:
+        store.close()
+    conn = connect(sw.url)
+    assert conn.execute("SELECT op FROM ops WHERE request = ?", (committed,)).fetchall() == [(2,)]
+    conn.close()
+
+
+@POSTGRES
+def test_the_server_stopped_mid_run_is_e_unavailable(tmp_path_factory, monkeypatch):
+    """A cluster of its own, stopped between two commands: E_UNAVAILABLE, exit 11."""
+    from conftest import Swarm
+    from pgcluster import remove_cluster, start_cluster
+
+    cluster = start_cluster()
+    try:
+        sw = Swarm(tmp_path_factory.mktemp("stopped"), monkeypatch, cluster.new_store_url())
+        sw.ok("--as", ALICE, "init", sw.url)
+        cluster.stop("immediate")
+        ran = sw.process(*as_(sw, ALICE), "changeset", "create", "-m", "x")
+        assert (ran.exit, ran.envelope["error"]["code"]) == (11, "E_UNAVAILABLE")
+    finally:
+        remove_cluster(cluster)
+
+
+@POSTGRES
+def test_the_store_password_reaches_a_step_command_only_where_its_env_names_it(sw, pg_cluster):
+    secret = "pw-Not-For-Steps-91c2"
+    with_password = sw.url.replace(f"{pg_cluster.role}@", f"{pg_cluster.role}:{secret}@")
+    env = {"SWARMCTL_REPO": with_password, "PGPASSWORD": secret, "SWARMCTL_AS": ALICE}
+    sw.ok("init", with_password, env=env)
+    (sw.tmp / "flow.toml").write_text(
+        'name = "envs"\n'
+        '[[step]]\nname = "plain"\nrun = ["sh", "-c", "env > plain.env"]\n'
+        '[[step]]\nname = "asks"\nrun = ["sh", "-c", "env > asks.env"]\n'
+        'env = { PGPASSWORD = "${env:PGPASSWORD}" }\n'
+    )
+    ran = sw("workflow", "run", "flow.toml", env=env)
+    assert ran.exit == 0, ran.stdout
+    plain = (sw.tmp / "plain.env").read_text()
+    assert secret not in plain
+    assert f"SWARMCTL_REPO={sw.url}\n" in plain  # the store, without its password
+    assert f"PGPASSWORD={secret}\n" in (sw.tmp / "asks.env").read_text()
+    assert secret not in ran.stdout + ran.stderr

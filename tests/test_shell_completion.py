@@ -1,0 +1,237 @@
+"""The committed completion scripts (completions/), in real bash, zsh and fish shells.
+
+Each shell loads the script as a user installs it and is asked what it offers after TAB:
+bash through COMP_WORDS/COMP_CWORD and the function the script registers with `complete`,
+zsh through a pseudo-terminal (`zpty`) running an interactive zsh whose `compadd` records what
+the completion system adds, fish through `complete -C`. Each is asked for `op undo <TAB>`,
+`ref show <TAB>`, `workflow rollback <TAB>` and `call <TAB>` on a store with a history, a
+commit message that spans lines and a workflow. No description may hold a newline or a tab:
+fish would show the rest of the line as a candidate of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import build_golden_store, swarmctl_argv
+from golden import ROOT
+from swarmctl.gen import completions
+
+AGENT = "agent/worker-17"
+
+WORKFLOW = """\
+name = "ship"
+
+[[step]]
+name = "promote"
+ref_set = { name = "release/v2", to = "main" }
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """The golden store, a commit whose message spans lines (op 7), and a completed workflow."""
+    from conftest import Swarm
+
+    tmp = tmp_path_factory.mktemp("completion")
+    mp = pytest.MonkeyPatch()
+    try:
+        sw = Swarm(tmp, mp)
+        build_golden_store(sw)
+        repo = ("--repo", str(sw.store), "--as", AGENT)
+        sw.ok(*repo, "tx", "begin")
+        sw.ok(*repo, "tx", "set", "release/v2", "main")
+        sw.ok(*repo, "tx", "commit", "-m", "cut release/v2\n\twith a tab and\na second line")
+        (tmp / "ship.toml").write_text(WORKFLOW)
+        workflow = sw.ok(*repo, "workflow", "run", str(tmp / "ship.toml"))["workflow"]["id"]
+    finally:
+        mp.undo()
+    (tmp / "workflow-id").write_text(workflow)
+    return sw.store
+
+
+def _env(store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARMCTL_", "_SWARMCTL"))}
+    env["PATH"] = f"{Path(swarmctl_argv()[0]).parent}{os.pathsep}{env['PATH']}"
+    env["SWARMCTL_REPO"] = str(store)
+    return env
+
+
+def _workflow(store: Path) -> str:
+    return (store.parent / "workflow-id").read_text()
+
+
+# --- the shells ------------------------------------------------------------------------------
+
+
+def bash_complete(store: Path, line: str) -> list[str]:
+    script = ROOT / completions.PATHS["bash"]
+    words = line.split(" ")  # the line ends with a space: the last word is the empty one under the cursor
+    program = (
+        f"source {script}\n"
+        f"COMP_WORDS=({' '.join(_quote(w) for w in words)})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        f"COMP_LINE={_quote(line)}\nCOMP_POINT={len(line)}\n"
+        '$(complete -p swarmctl | sed -E "s/.* -F ([^ ]+) .*/\\1/") swarmctl\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True,
+                         env=_env(store), cwd=store.parent, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    return ran.stdout.splitlines()
+
+
+def _quote(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def fish_complete(store: Path, line: str) -> list[tuple[str, str]]:
+    """`complete -C` after loading the script from a directory fish searches, as installed."""
+    config = store.parent / "fish-config"
+    (config / "fish" / "completions").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / completions.PATHS["fish"], config / "fish" / "completions" / "swarmctl.fish")
+    ran = subprocess.run(["fish", "--no-config", "-c", f"set fish_complete_path {config}/fish/completions $fish_complete_path; complete -C {_quote(line)}"],
+                         capture_output=True, text=True, env={**_env(store), "XDG_CONFIG_HOME": str(config)},
+                         cwd=store.parent, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    return [tuple(entry.split("\t", 1)) if "\t" in entry else (entry, "") for entry in ran.stdout.splitlines()]
+
+
+# zpty runs an interactive zsh with the script in $fpath (as installed: share/zsh/site-functions)
+# and compinit (the technique of zsh-capture-completion): its `compadd` is wrapped to print each
+# candidate with its description between two marker lines, TAB runs completion on the typed
+# line, and Return is unbound, so nothing typed is ever run.
+ZSH_INIT = r"""
+PROMPT='' RPROMPT='' COLUMNS=1000
+fpath=($SITE $fpath)
+autoload -Uz compinit && compinit -u -D
+bindkey '^M' undefined
+bindkey '^J' undefined
+bindkey '^I' complete-word
+zstyle ':completion:*' list-grouped false
+zstyle ':completion:*' insert-tab false
+capture-mark () { echo -E - '@@MARK@@' }
+compprefuncs=( capture-mark )
+comppostfuncs=( capture-mark exit )
+compadd () {
+  if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return $?; fi
+  typeset -a __hits __dscr __tmp
+  if (( $@[(I)-d] )); then
+    __tmp=${@[$[${@[(i)-d]}+1]]}
+    if [[ $__tmp == \(* ]]; then eval "__dscr=$__tmp"; else __dscr=( "${(@P)__tmp}" ); fi
+  fi
+  builtin compadd -A __hits -D __dscr "$@"
+  [[ -n $__hits ]] || return
+  local i; for i in {1..$#__hits}; do echo -E - "@@HIT@@${__hits[$i]}@@DESC@@${__dscr[$i]}"; done
+}
+echo '@@READY''@@'
+"""
+
+ZSH_DRIVER = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "source ${(q)INIT}"
+local line
+while zpty -r z line; do [[ $line == @@READY@@* ]] && break; done
+zpty -w z "$LINE"$'\t'
+integer marks=0
+while zpty -r z line; do
+  [[ $line == *@@MARK@@* ]] && { (( marks++ )) && break || continue }
+  (( marks )) && [[ $line == *@@HIT@@* ]] && print -r -- "${${line#*@@HIT@@}%%$'\r'*}"
+done
+zpty -d z
+"""
+
+
+def zsh_complete(store: Path, line: str) -> list[tuple[str, str]]:
+    site = store.parent / "zsh-site-functions"
+    site.mkdir(exist_ok=True)
+    shutil.copy(ROOT / completions.PATHS["zsh"], site / "_swarmctl")
+    init = store.parent / "zsh-init.zsh"
+    init.write_text(ZSH_INIT)
+    ran = subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER], capture_output=True, text=True,
+                         env={**_env(store), "SITE": str(site), "INIT": str(init), "LINE": line, "TERM": "dumb"},
+                         cwd=store.parent, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    found = []
+    for entry in ran.stdout.splitlines():
+        value, _, shown = entry.partition("@@DESC@@")
+        found.append((value, shown.partition(" -- ")[2].strip()))
+    return found
+
+
+needs = {shell: pytest.mark.skipif(shutil.which(shell) is None, reason=f"{shell} is not installed (apt-get install {shell})")
+         for shell in ("bash", "zsh", "fish")}
+
+
+# --- what each shell offers ------------------------------------------------------------------
+
+
+@needs["bash"]
+def test_bash(store):
+    assert bash_complete(store, "swarmctl op undo ") == ["7", "6", "5", "4", "3", "2", "1", "@"]
+    assert bash_complete(store, "swarmctl ref show ") == ["main", "release/v1", "release/v2"]
+    assert bash_complete(store, "swarmctl workflow rollback ") == [_workflow(store)]
+    offered = bash_complete(store, "swarmctl call ")
+    assert offered[:3] == ["init", "demo", "changeset_create"] and "workflow_rollback" in offered
+    assert bash_complete(store, "swarmctl completion ") == ["bash", "zsh", "fish"]
+
+
+@needs["zsh"]
+def test_zsh(store):
+    ops = zsh_complete(store, "swarmctl op undo ")
+    assert [value for value, _ in ops] == ["7", "6", "5", "4", "3", "2", "1", "@"] or sorted(v for v, _ in ops) == sorted(
+        ["7", "6", "5", "4", "3", "2", "1", "@"]
+    ), ops
+    described = dict(ops)
+    assert described["6"].startswith("agent/worker-17: set release/v1 to ")
+    assert described["7"] == "agent/worker-17: tx 1: cut release/v2 with a tab and a second line"
+    assert sorted(v for v, _ in zsh_complete(store, "swarmctl ref show ")) == ["main", "release/v1", "release/v2"]
+    assert [v for v, _ in zsh_complete(store, "swarmctl workflow rollback ")] == [_workflow(store)]
+    assert "workflow_rollback" in [v for v, _ in zsh_complete(store, "swarmctl call ")]
+
+
+@needs["fish"]
+def test_fish(store):
+    ops = fish_complete(store, "swarmctl op undo ")
+    assert sorted(value for value, _ in ops) == sorted(["7", "6", "5", "4", "3", "2", "1", "@"]), ops
+    described = dict(ops)
+    assert described["7"] == "agent/worker-17: tx 1: cut release/v2 with a tab and a second line"
+    assert described["6"].startswith("agent/worker-17: set release/v1 to ")
+    assert sorted(v for v, _ in fish_complete(store, "swarmctl ref show ")) == ["main", "release/v1", "release/v2"]
+    assert [v for v, _ in fish_complete(store, "swarmctl workflow rollback ")] == [_workflow(store)]
+    assert "workflow_rollback" in [v for v, _ in fish_complete(store, "swarmctl call ")]
+
+
+def test_no_description_holds_a_newline_or_a_tab(store):
+    """What the scripts' callback gives, for every shell: one candidate a line, clean descriptions."""
+    from swarmctl.cli import complete
+
+    class Ctx:
+        params = {"late_repo": str(store)}
+        args: list[str] = []
+
+        def find_root(self):
+            return None
+
+    for source in ("ops", "refs", "changesets", "workflows", "tools"):
+        for value, description in complete.SOURCES[source](Ctx(), ""):
+            assert not any(c in value + description for c in "\n\r\t"), (source, value, description)
+
+
+@pytest.mark.parametrize("shell", completions.SHELLS)
+def test_typers_install_completion_asks_the_same_callback(shell):
+    """`swarmctl --install-completion` (Typer's) installs Typer's own script for the shell it
+    finds; it must ask swarmctl for candidates exactly as the committed script does (the same
+    command line, the same variables), so both give the same candidates."""
+    from typer._completion_shared import get_completion_script
+
+    typers = get_completion_script(prog_name="swarmctl", complete_var=completions.COMPLETE_VAR, shell=shell)
+    ours = (ROOT / completions.PATHS[shell]).read_text()
+    calls = [line.strip() for line in typers.splitlines() if completions.COMPLETE_VAR in line]
+    assert calls and all(call in {line.strip() for line in ours.splitlines()} for call in calls), calls

@@ -1,0 +1,84 @@
+"""`store copy SRC DST`: a whole store from a local directory to PostgreSQL and back; the op log,
+refs, changesets and their files, transactions and workflows come across unchanged."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from core_helpers import AGENT, ALICE, problems
+from test_workflow_rollback import failed_release
+from wfkit import Kit
+
+pytestmark = pytest.mark.backends("postgres")  # every copy below crosses to the other kind
+
+
+def _everything(sw, repo: str) -> dict:
+    """What a user can read of a store, through swarmctl."""
+    read = lambda *a: sw.ok("--repo", repo, *a)
+    log = read("op", "log", "-n", "1000")["ops"]
+    workflows = read("workflow", "list")["workflows"]
+    found = {
+        "statuses": [read("workflow", "status", w["id"]) for w in workflows],
+        "log": log,
+        "refs": read("ref", "list")["refs"],
+        "changesets": [read("changeset", "show", c) for op in log for c in op["changesets"]],
+        "workflows": read("workflow", "list")["workflows"],
+        "tx": sw.ok("--repo", repo, "--as", AGENT, "tx", "status"),
+    }
+    # A `next` names the store it was read from (shlex-quoted or not): that is all that may differ.
+    text = json.dumps(found).replace(shlex.quote(repo), "[repo]").replace(repo, "[repo]")
+    return json.loads(text)
+
+
+def test_a_store_with_files_transactions_and_workflows_goes_to_postgres_and_back(sw):
+    local, server = str(sw.tmp / "local"), sw.url
+    sw.url = None  # the kit makes its store where sw.store says: a local directory first
+    kit = Kit(sw)
+    sw.url = server
+    wf = failed_release(kit)
+    sw.ok("--repo", kit.repo, "--as", ALICE, "changeset", "create", "-m", "files",
+          "--file", "flows/mark.sh", "--ref", "main", cwd=sw.tmp)
+    sw.ok("--repo", kit.repo, "--as", AGENT, "tx", "begin")
+    sw.ok("--repo", kit.repo, "--as", AGENT, "tx", "set", "staged/x", "main")
+    source = _everything(sw, kit.repo)
+
+    there = sw.ok("store", "copy", kit.repo, server)
+    assert there["destination"] == server and there["ops"] == len(source["log"]) and there["workflows"] == 1
+    assert wf in json.dumps(source["statuses"])
+    assert _everything(sw, server) == source
+    assert problems(server) == []
+    back = sw.ok("store", "copy", server, local)
+    assert back["destination"] == local
+    assert _everything(sw, local) == source
+    assert problems(sw.tmp / "local") == []
+    # Each copy goes on as its own store: op numbers continue from the source's.
+    newest = source["log"][0]["op"]
+    for copy in (server, local):
+        assert sw.ok("--repo", copy, "--as", ALICE, "changeset", "create", "-m", "after")["op"] == newest + 1
+        assert sw.ok("--repo", copy, "--as", ALICE, "tx", "begin")["tx"] > 1  # numbered after the copied one
+
+
+def test_a_destination_with_a_store_is_refused_and_left_alone(sw):
+    sw.ok("--as", ALICE, "init", sw.url)
+    local = str(sw.tmp / "local")
+    sw.ok("--as", ALICE, "init", local)
+    for src, dst in [(local, sw.url), (sw.url, local)]:
+        ran = sw("store", "copy", src, dst)
+        assert (ran.exit, ran.error["code"]) == (7, "E_STATE"), ran.stdout
+    assert len(sw.ok("--repo", sw.url, "op", "log")["ops"]) == 1
+
+
+def test_fence_marks_the_source_moved_reads_go_on(sw):
+    local = str(sw.tmp / "local")
+    sw.ok("--as", ALICE, "init", local)
+    sw.ok("--repo", local, "--as", ALICE, "changeset", "create", "-m", "one", "--ref", "main")
+    done = sw.ok("store", "copy", "--fence", local, sw.url)
+    assert done["fenced"] is True
+    refused = sw("--repo", local, "--as", ALICE, "changeset", "create", "-m", "two", "--ref", "main")
+    assert (refused.exit, refused.error["code"]) == (7, "E_STATE")
+    assert refused.error["details"]["moved_to"] == sw.url and sw.url in refused.error["hint"]
+    assert len(sw.ok("--repo", local, "op", "log")["ops"]) == 2  # reads work
+    assert sw.ok("--repo", sw.url, "--as", ALICE, "changeset", "create", "-m", "two", "--ref", "main")["op"] == 3
