@@ -11,7 +11,7 @@ import os
 import re
 from array import array
 from itertools import accumulate
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 from swarmctl.envelope import SwarmError
 
@@ -73,6 +73,49 @@ def read_bounded(stream: BinaryIO, what: str) -> bytes:
             return bytes(data)
         data += chunk
     raise too_big(what, limit)
+
+
+class Lines:
+    """A byte stream cut into lines, holding at most `limit` bytes of any one: a longer line
+    comes out as None, its bytes read and dropped as they come. Feed it chunks as they arrive
+    (so each line is handed on as soon as it is complete), then `end()`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = bytearray()
+        self.dropping = False
+
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            part = chunk[start:] if end < 0 else chunk[start:end]
+            if not self.dropping:
+                self.held += part
+                if len(self.held) > self.limit:
+                    self.dropping = True
+                    self.held.clear()
+                    out.append(None)
+            if end < 0:
+                return out
+            if not self.dropping:
+                out.append(bytes(self.held))
+            self.held.clear()
+            self.dropping = False
+            start = end + 1
+
+    def end(self) -> list[bytes | None]:
+        """The last line, when the stream did not end with a newline."""
+        return [bytes(self.held)] if self.held and not self.dropping else []
+
+
+def read_lines(stream: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of `stream` as they arrive, each held to SWARMCTL_MAX_INPUT_BYTES (None: longer)."""
+    lines = Lines(max_input_bytes())
+    while chunk := stream.read1(1 << 16):  # type: ignore[attr-defined]
+        yield from lines.feed(chunk)
+    yield from lines.end()
 
 
 def read_file(path: str | os.PathLike, what: str) -> bytes:

@@ -264,33 +264,14 @@ def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:
 
 
 async def bounded_lines(wire: Any, limit: int) -> AsyncIterator[str | None]:
-    """The lines of `wire` (an async binary file) as text; None for a line longer than `limit`
-    bytes, of which no more than the limit is ever held (the rest is read and dropped)."""
-    held = bytearray()
-    dropping = False
-    while True:
-        chunk = await wire.read1(1 << 16)
-        if not chunk:
-            if held and not dropping:
-                yield held.decode("utf-8", errors="replace")
-            return
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            part = chunk[start:] if end < 0 else chunk[start:end]
-            if not dropping:
-                held += part
-                if len(held) > limit:
-                    dropping = True
-                    held.clear()
-                    yield None
-            if end < 0:
-                break
-            if not dropping:
-                yield held.decode("utf-8", errors="replace")
-            held.clear()
-            dropping = False
-            start = end + 1
+    """The lines of `wire` (an async binary file) as text, as they arrive; None for a line
+    longer than `limit` bytes, of which no more than the limit is ever held."""
+    lines = limits.Lines(limit)
+    while chunk := await wire.read1(1 << 16):
+        for line in lines.feed(chunk):
+            yield None if line is None else line.decode("utf-8", errors="replace")
+    for line in lines.end():
+        yield None if line is None else line.decode("utf-8", errors="replace")
 
 
 @asynccontextmanager

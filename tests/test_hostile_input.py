@@ -116,3 +116,15 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
     assert code == 0 and "Traceback" not in err
     assert (op_count(sw.store), refs(sw.store)) == before
     assert problems(sw.store) == []
+
+
+def test_call_lines_holds_each_line_to_the_bound_and_goes_on(sw):
+    build_golden_store(sw)
+    text = json.dumps({"tool": "ref_list", "arguments": {"prefix": "x" * 2000}}) + "\n"
+    text += "[" * 100 + "\n" + json.dumps({"tool": "op_show", "arguments": {"op": 6}, "id": 1}) + "\n"
+    ran = sw.process("--repo", str(sw.store), "call", "--lines", input=text, env={"SWARMCTL_MAX_INPUT_BYTES": "1000"})
+    too_big, too_deep, shown = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert too_big["error"]["details"] == {"input": "a line of stdin", "max_bytes": 1000}
+    assert too_deep["error"]["code"] == "E_INVALID_ARG" and too_deep["error"]["details"]["max_depth"] == 64
+    assert shown["ok"] and shown["result"]["op"] == 6
+    assert ran.exit == 2 and "Traceback" not in ran.stderr

@@ -154,7 +154,8 @@ def test_the_readme_runs_as_one_session(tmp_path):
 
 def test_few_blocks_are_skipped_and_each_says_why():
     skipped = [b for b in shell_blocks() if b.skipped]
-    assert 1 <= len(skipped) <= 4, [b.line for b in skipped]
+    # Few: installing, the benchmarks, a PostgreSQL server; everything else runs.
+    assert 1 <= len(skipped) <= 6, [b.line for b in skipped]
     for block in skipped:
         reason = next(line for line in block.text.splitlines() if line.strip().startswith(SKIP))
         assert reason.strip()[len(SKIP):].strip(), f"README line {block.line}: say why it is not run"

@@ -1,8 +1,12 @@
 """`op restore OP`: every ref back to what it named right after an op, previewed, then confirmed
 against the head the preview saw."""
 
+import pytest
+
 from core_helpers import AGENT, ALICE, as_, file_digests, op_count, problems, refs
 from conftest import build_golden_store
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_preview_then_confirm_with_the_call_the_preview_gives(sw, golden):

@@ -139,21 +139,41 @@ def call(
     raise typer.Exit(exit_status(envelope))
 
 
+def _stdin_text() -> str:
+    from swarmctl import limits
+
+    return _utf8(limits.read_bounded(sys.stdin.buffer, "stdin"), "stdin")
+
+
+def _utf8(data: bytes, what: str) -> str:
+    from swarmctl.envelope import SwarmError
+
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"{what} is not UTF-8 text: {exc}", details={"input": what}) from None
+
+
 def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     """`call --lines`: each line of stdin a call, each envelope a line of stdout, as it ends."""
-    from swarmctl import registry
+    from swarmctl import limits, registry
     from swarmctl.calls import call_line
     from swarmctl.context import Context, OpenStores
-    from swarmctl.envelope import Meta, dumps, exit_status, failure, interrupted
+    from swarmctl.envelope import Meta, SwarmError, dumps, exit_status, failure, interrupted
 
     tools, stores, status = registry.by_name(), OpenStores(), 0
     try:
-        for line in sys.stdin:
-            if not line.strip():
+        # Each line is held to SWARMCTL_MAX_INPUT_BYTES: a longer one is refused, never held whole.
+        for raw in limits.read_lines(sys.stdin.buffer):
+            if raw is not None and not raw.strip():
                 continue
             ctx = Context(repo=globals_.repo, actor=globals_.actor, stores=stores)
             try:
-                envelope = call_line(line, ctx, tools)
+                if raw is None:
+                    raise limits.too_big("a line of stdin", limits.max_input_bytes())
+                envelope = call_line(_utf8(raw, "a line of stdin"), ctx, tools)
+            except SwarmError as exc:
+                envelope = failure(None, exc, Meta(auth=ctx.auth))
             except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
                 envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
                 _write_line(dumps(envelope))
@@ -202,17 +222,6 @@ def completion(
 
     sys.stdout.write(completions.script(shell))
     raise typer.Exit(0)
-
-
-def _stdin_text() -> str:
-    from swarmctl import limits
-    from swarmctl.envelope import SwarmError
-
-    data = limits.read_bounded(sys.stdin.buffer, "stdin")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SwarmError("E_INVALID_ARG", f"stdin is not UTF-8 text: {exc}", details={"input": "stdin"}) from None
 
 
 def _fail(error: Any, globals_: Any) -> None:

@@ -97,12 +97,12 @@ class Store:
         try:
             try:
                 at = self._begin_write()
+                _refuse_if_moved(self)
                 if self.format < FORMAT_VERSION:
                     from swarmctl.store import migrate
 
                     migrate.upgrade(self.conn)  # in this transaction: all of it, or none
                     self.format = FORMAT_VERSION
-                _refuse_if_moved(self)
                 writer = Writer(self, actor, at)
                 yield writer
                 writer.seal()
