@@ -1,11 +1,13 @@
 """`op revert`: take back every op a filter selects, in one op, with the safety of `op undo`."""
 
 import json
-
-import pytest
+import shutil
 import signal
 import sqlite3
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from core_helpers import AGENT, ALICE, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
 from conftest import Swarm, build_golden_store, swarmctl_argv
@@ -211,17 +213,19 @@ def test_a_revert_killed_before_commit_writes_nothing(sw):
 
 
 @pytest.mark.backends("sqlite")  # edits the SQLite file directly
-def test_a_store_made_before_reverts_gets_its_table_with_its_first_revert(sw):
-    build_interleaved(sw)
-    conn = sqlite3.connect(sw.store / "swarmops.db")
-    with conn:
-        conn.execute("DROP TABLE op_reverts")  # as a store made by the release before reverts
-    conn.close()
-    assert sw.ok("--repo", str(sw.store), "op", "show", "3")["undone_by"] is None  # reads work as they are
-    sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
-    assert undone_by(sw, 3) == [11]
+def test_a_format_1_store_is_read_as_it_is_and_its_first_revert_upgrades_it(sw):
+    # A store made by the release before reverts (format 1: no op_reverts table), kept as a fixture.
+    shutil.copytree(Path(__file__).parent / "fixtures" / "format1-store", sw.store)
+    before = file_digests(sw.store)
+    assert sw.ok("--repo", str(sw.store), "op", "show", "9")["undone_by"] is None  # read as it is, no table
+    dry = sw.ok(*as_(sw, ALICE), "op", "revert", "--after", "8", "--dry-run")
+    assert file_digests(sw.store) == before  # reads never upgrade
+    ran = sw.ok(*as_(sw, ALICE), "op", "revert", "--after", "8")  # ops 9 and 10: delete release/v2, create release/v3
+    assert ran["reverted"] == dry["reverted"] == [9, 10] and ran["op"] == 11
+    assert "release/v2" in refs(sw.store) and "release/v3" not in refs(sw.store)
+    assert undone_by(sw, 9, 10) == [11, 11]
     check = connect(sw.store)
-    assert check.execute("SELECT COUNT(*) FROM op_reverts").fetchone()[0] == 5
+    assert check.execute("SELECT target FROM op_reverts ORDER BY target").fetchall() == [(9,), (10,)]
     check.close()
     assert problems(sw.store) == []
 

@@ -1,16 +1,15 @@
 """The reads of `op revert` and `op restore`, and the one write of a revert besides its op: the
 ops it took back (table `op_reverts`, see schema.py). Every query here is bounded by an index.
 
-A store made before reverts existed has no `op_reverts` table until its first revert creates
-it; the reads below then find no reverts, as is true of such a store.
+A format-1 store, read as it is (reads never upgrade a store), may have no `op_reverts` table;
+the reads below then find no reverts, as is true of such a store.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Sequence
 
-from swarmctl.store.schema import OP_REVERTS
-from swarmctl.store.sql import SQLITE, Conn, dialect
+from swarmctl.store.sql import Conn
 
 # Op numbers per `IN (...)` list: under SQLite's smallest bound on query parameters (999).
 _CHUNK = 900
@@ -77,13 +76,9 @@ def records(conn: Conn) -> list[tuple[int, int, str]]:
 
 def record(w: Any, targets: Iterable[int]) -> None:
     """Record, inside the write transaction `w` (a store.Writer, after its append_op), that its
-    op took `targets` back. Creates the table in a store made before reverts existed."""
+    op took `targets` back. The table is there: a write upgrades a format-1 store first."""
     if w.op is None:
         raise RuntimeError("record a revert's targets after appending its op")
-    if dialect(w.conn) == SQLITE:
-        for statement in OP_REVERTS.split(";"):
-            if statement.strip():
-                w.conn.execute(statement)
     w.conn.executemany("INSERT INTO op_reverts(op, target) VALUES (?, ?)", [(w.op, t) for t in targets])
 
 

@@ -94,11 +94,10 @@ CREATE TABLE refs (
 SCHEMA += TIME_BREAKS + ";\n"
 
 # Which ops a `revert` op took back (swarmctl/store/reverts.py): an undo names its one op in
-# `ops.undoes`, a revert names many here. A store made before reverts existed lacks the table
-# until its first revert creates it (in that revert's transaction, with this same text); until
-# then a read finds no reverts. An older swarmctl ignores the table: it shows a reverted op's
-# `undone_by` as null, and its `op undo` of such an op stops at E_CAS_MISMATCH (the revert moved
-# the refs), so nothing is misapplied. Format 2 (swarmctl/store/migrate.py) makes it in every store.
+# `ops.undoes`, a revert names many here. Format 2 (swarmctl/store/migrate.py) makes it in every
+# store, with this same text; a format-1 store read as it is has none, and a read then finds no
+# reverts. (A format-1 store written by a swarmctl of the time between reverts and format 2 may
+# have it already, made by its first revert: hence IF NOT EXISTS.)
 OP_REVERTS = """
 CREATE TABLE IF NOT EXISTS op_reverts (
     op     INTEGER NOT NULL REFERENCES ops(op),  -- the revert op
