@@ -35,13 +35,20 @@ def lock_timeout() -> float:
 
 def resolve(path: Path) -> Path:
     """`path` made absolute with its symbolic links followed; a loop is an OSError (ELOOP), as
-    the system would say, not the RuntimeError Python 3.11 raises."""
-    try:
-        return path.resolve()
-    except RuntimeError as exc:
-        import errno
+    the system would say, not the RuntimeError Python 3.11 raises (3.13 raises nothing: it
+    returns the path where the loop began, so the system is asked)."""
+    import errno
 
+    try:
+        resolved = path.resolve()
+    except RuntimeError as exc:
         raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+    try:
+        os.stat(resolved)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+    return resolved
 
 
 def is_store(path: Path) -> bool:
@@ -91,8 +98,9 @@ def keep_wal_on_close(conn: sqlite3.Connection, db: Path) -> bool:
     ctypes on the connection's `sqlite3 *` handle, checked first to be the handle of `db`.
     """
     option = getattr(sqlite3, "SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE", 1006)
-    if hasattr(conn, "setconfig"):
-        return conn.setconfig(option, True)
+    if hasattr(conn, "setconfig"):  # it returns None; getconfig says whether it took
+        conn.setconfig(option, True)
+        return bool(conn.getconfig(option))
     try:
         import ctypes
 
