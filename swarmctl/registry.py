@@ -26,6 +26,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
+    "token": "swarmctl.tools.token",
 }
 
 

@@ -152,7 +152,7 @@ def read_request(tool: Tool, arguments: Any) -> Request:
             details={"type": tool.request.__name__},
         )
     arguments, ignored = fields.read(tool.request, arguments)
-    return Request(_validated(tool, {k: v for k, v in arguments.items()}), ignored)
+    return Request(_validated(tool, arguments), ignored)
 
 
 def _validated(tool: Tool, arguments: dict[str, Any]) -> Any:
