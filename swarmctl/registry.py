@@ -26,7 +26,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
-    "store": "swarmctl.tools.store",
+    "token": "swarmctl.tools.token",
 }
 
 

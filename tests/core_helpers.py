@@ -104,7 +104,7 @@ def tamper(store: Path | str):
 
 # On PostgreSQL, what a read must leave unchanged is every row of every table.
 _TABLES = ("meta", "head", "ops", "ref_moves", "changesets", "blobs", "refs", "txs", "tx_revisions",
-           "tx_baselines", "workflows", "workflow_steps", "op_reverts")
+           "tx_baselines", "workflows", "workflow_steps", "op_reverts", "tokens")
 
 
 def fold_wal(store: Path) -> None:

@@ -150,6 +150,10 @@ EXAMPLES: dict[str, Example] = {
         setup=_COMPLETED,
         files=RELEASE,
     ),
+    # Tokens for `mcp --http` (CLI-only): one for agent/worker-42, made as op 7 of the demo store.
+    "token_create": Example({"actor": "agent/worker-42", "expires": "30d"}, ("token", "create", "agent/worker-42", "--expires", "30d")),
+    "token_list": Example({}, ("token", "list"), setup=(("token_create", {"actor": "agent/worker-42", "read_only": True}),)),
+    "token_revoke": Example({"id": 7}, ("token", "revoke", "7"), setup=(("token_create", {"actor": "agent/worker-42"}),)),
     "workflow_show_definition": Example(
         {"workflow": WORKFLOW}, ("workflow", "show-definition", WORKFLOW), setup=(_RUN,), files=RELEASE
     ),

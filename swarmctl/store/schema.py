@@ -21,6 +21,8 @@ OP_KINDS = (
     "revert",
     "restore",
     "store_upgrade",
+    "token_create",
+    "token_revoke",
 )
 
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
@@ -106,6 +108,26 @@ CREATE TABLE IF NOT EXISTS op_reverts (
 CREATE INDEX IF NOT EXISTS op_reverts_target ON op_reverts(target, op);
 """
 SCHEMA += OP_REVERTS
+
+# Tokens for `swarmctl mcp --http` (swarmctl/store/tokens.py): who a bearer token names. Only the
+# token's SHA-256 is kept, never its value. `id` is the op that created it. A store made before
+# tokens existed lacks the table until its first `token create` makes it (in that op's
+# transaction, with this same text); until then a read finds no tokens. When the
+# format-migration path lands, this is a step of it.
+TOKENS = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id         INTEGER PRIMARY KEY REFERENCES ops(op),  -- the token_create op
+    digest     TEXT NOT NULL UNIQUE,                    -- SHA-256 of the token, hex
+    actor      TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    read_only  INTEGER NOT NULL,
+    revoked_at TEXT,
+    revoked_op INTEGER REFERENCES ops(op)               -- the revoke (or undo) op
+);
+"""
+SCHEMA += TOKENS
 
 # Staged transactions (`swarmctl tx`, swarmctl/store/txs.py). Bookkeeping, not ops: these rows
 # change inside Store.write() like everything else, but only `tx commit` appends an op. A

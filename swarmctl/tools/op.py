@@ -6,7 +6,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, queries
+from swarmctl.store import Conn, Move, Writer, conflicts, queries, tokens
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
 
@@ -184,7 +184,8 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     ref gives E_NOTHING_TO_UNDO. Undoing an undo redoes the original moves. `@` names the newest
     op by the calling actor, so one agent's undo never takes back another's work by accident.
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
-    removed.
+    removed. The undo of a `token create` revokes the token; a revocation is final, so the undo
+    of a `token revoke` (or of that undo) is E_REFUSED.
     """
     actor = ctx.require_actor("an undo is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
     store = ctx.store()
@@ -233,6 +234,8 @@ def _undo(
             ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in undone_moves],
             already_applied=True,
         )
+    if record["kind"] in ("token_create", "token_revoke") or _undid_token_create(conn, record):
+        return _undo_token(conn, target, record, actor, at, writer=writer, description=description)
     if not record["ref_moves"]:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
@@ -251,6 +254,39 @@ def _undo(
         ref_moves=[UndoMove(m.name, m.new, actor, at) for m in moves],
         already_applied=False,
     )
+
+
+def _undid_token_create(conn: Conn, record: dict) -> bool:
+    """Whether `record` is the undo that revoked a token (its undo would bring the token back)."""
+    if record["kind"] != "undo" or record["undoes"] is None:
+        return False
+    return queries.op_records(conn, [record["undoes"]])[0]["kind"] == "token_create"
+
+
+def _undo_token(
+    conn: Conn, target: int, record: dict, actor: str, at: str, *, writer: Writer | None, description: str | None
+) -> UndoResult:
+    """The undo of a token_create revokes the token; a revocation is final, so the undo of a
+    token_revoke (or of the undo that revoked a token) is E_REFUSED."""
+    if record["kind"] != "token_create":
+        raise SwarmError(
+            "E_REFUSED",
+            f"op {target} revoked a token, and a revocation is final",
+            details={"op": target, "kind": record["kind"]},
+            hint="Make a new token with `swarmctl token create ACTOR`.",
+        )
+    token = tokens.get(conn, target)
+    if token is not None and token["revoked_at"] is not None:
+        raise SwarmError(
+            "E_NOTHING_TO_UNDO",
+            f"op {target} made token {target}, which op {token['revoked_op']} revoked already; nothing to undo",
+            details={"op": target, "kind": record["kind"], "revoked_op": token["revoked_op"]},
+        )
+    op = None
+    if writer is not None:
+        op = writer.append_op("undo", description or f"undo op {target}: {record['description']} (revoke it)", undoes=target)
+        tokens.revoke(writer, target)
+    return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
 def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:

@@ -1,0 +1,91 @@
+"""Bearer tokens for `swarmctl mcp --http` (table `tokens`, see schema.py): which actor a token
+names, who made it, when it expires, whether it was revoked. Only a token's SHA-256 is kept.
+
+A store made before tokens existed has no `tokens` table until its first `token create` makes
+it (inside that op's transaction); the reads below then find no tokens, as is true of such a
+store. On PostgreSQL a read asks the catalogue first, since a failed statement would end the
+reading transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from swarmctl.store.sql import SQLITE, Conn, dialect
+
+_COLUMNS = "id, actor, created_by, created_at, expires_at, revoked_at, read_only, revoked_op"
+
+
+def digest(token: str) -> str:
+    """The SHA-256 of a token, as stored."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _exists(conn: Conn) -> bool:
+    if dialect(conn) == SQLITE:
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tokens'").fetchone() is not None
+    return conn.execute("SELECT to_regclass('tokens') IS NOT NULL").fetchone()[0]
+
+
+def _create_table(conn: Conn) -> None:
+    if dialect(conn) == SQLITE:
+        from swarmctl.store.schema import TOKENS
+
+        conn.execute(TOKENS)
+        return
+    from swarmctl.store.postgres.schema import SCHEMA
+
+    table = re.search(r"CREATE TABLE tokens \(.*?\n\);", SCHEMA, re.S)
+    assert table is not None
+    conn.execute(table.group().replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+
+
+def _record(row: Any) -> dict[str, Any]:
+    keys = _COLUMNS.split(", ")
+    found = dict(zip(keys, row))
+    found["read_only"] = bool(found["read_only"])
+    return found
+
+
+def create(w: Any, token: str, actor: str, expires_at: str, read_only: bool) -> dict[str, Any]:
+    """Record the token inside the write transaction `w` (a store.Writer, after its append_op:
+    the op's number is the token's id). Creates the table in a store made before tokens."""
+    if w.op is None:
+        raise RuntimeError("record a token after appending its op")
+    _create_table(w.conn)
+    w.conn.execute(
+        "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (w.op, digest(token), actor, w.actor, w.at, expires_at, read_only),
+    )
+    return get(w.conn, w.op) or {}
+
+
+def revoke(w: Any, token_id: int) -> None:
+    """Mark the token revoked by `w`'s op (append the op first)."""
+    if w.op is None:
+        raise RuntimeError("revoke a token after appending its op")
+    w.conn.execute("UPDATE tokens SET revoked_at = ?, revoked_op = ? WHERE id = ? AND revoked_at IS NULL", (w.at, w.op, token_id))
+
+
+def get(conn: Conn, token_id: int) -> dict[str, Any] | None:
+    if not _exists(conn):
+        return None
+    row = conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", (token_id,)).fetchone()
+    return _record(row) if row else None
+
+
+def listed(conn: Conn) -> list[dict[str, Any]]:
+    """Every token, oldest first."""
+    if not _exists(conn):
+        return []
+    return [_record(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY id")]
+
+
+def by_value(conn: Conn, token: str) -> dict[str, Any] | None:
+    """The record of the token with this value (found by its SHA-256), whatever its state."""
+    if not _exists(conn):
+        return None
+    row = conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE digest = ?", (digest(token),)).fetchone()
+    return _record(row) if row else None

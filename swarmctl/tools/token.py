@@ -1,0 +1,187 @@
+"""Tokens: bearer tokens that name actors, for `swarmctl mcp --http`. CLI-only: until a store
+policy says who may manage tokens, any token holder could otherwise mint one for anyone."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from swarmctl import names
+from swarmctl.context import Context
+from swarmctl.envelope import SwarmError
+from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.store import tokens
+
+DEFAULT_EXPIRES = "90d"
+
+
+@result_type
+class TokenEntry:
+    id: int  # the op that created it
+    actor: str
+    created_by: str
+    created_at: str
+    expires_at: str
+    revoked_at: str | None
+    read_only: bool
+
+
+@result_type
+class TokenCreateResult:
+    id: int
+    actor: str
+    expires_at: str
+    read_only: bool
+    op: int
+    token: str  # the one place the token's value ever appears
+
+
+@result_type
+class TokenListResult:
+    tokens: list[TokenEntry]
+
+
+@result_type
+class TokenRevokeResult:
+    id: int
+    actor: str
+    revoked_at: str
+    op: int
+
+
+@request_type
+class TokenCreateReq:
+    actor: str = arg(description="The actor the token names (kind/name), e.g. agent/worker-17.", cli=Cli(positional=True, metavar="ACTOR", complete="actors"))
+    expires: str = arg(
+        DEFAULT_EXPIRES,
+        description="How long it is valid: a duration (90s, 15m, 2h, 30d) or an RFC 3339 time. Default 90d.",
+    )
+    read_only: bool = arg(False, description="The token may call only tools that do not write (others: E_FORBIDDEN).")
+
+
+@request_type
+class TokenListReq:
+    pass
+
+
+@request_type
+class TokenRevokeReq:
+    id: Annotated[int, Range(1, MAX_INT)] = arg(description="The token's id (`token list`).", cli=Cli(positional=True, metavar="ID"))
+
+
+def _expiry(text: str, at: str) -> str:
+    """When a token made at `at` (the op's time) expires."""
+    duration = names._DURATION.match(text.strip())
+    if duration:
+        amount, unit = int(duration.group(1)), duration.group(2)
+        moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        try:
+            return names.format_time(moment + timedelta(seconds=amount * names._UNIT_SECONDS[unit]))
+        except OverflowError:
+            pass
+        raise SwarmError("E_INVALID_ARG", f"--expires {text}: too far ahead", details={"field": "expires", "value": text})
+    until = names.parse_time(text, field="expires")
+    if until <= at:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--expires {text} is in the past: the token would never work",
+            details={"field": "expires", "value": text},
+            hint="Give a duration from now, such as 30d, or a time ahead.",
+        )
+    return until
+
+
+def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
+    """Make a bearer token naming ACTOR for `swarmctl mcp --http`, as one op: `swt_` and 32
+    random URL-safe bytes. Its value is printed once, here (`result.token`), and never again:
+    the store keeps only its SHA-256, the actor, who made it and when. `--expires` takes a
+    duration (`30d`) or a time (default 90d); `--read-only` makes a token whose calls of tools
+    that write are E_FORBIDDEN. `op undo` of the op revokes the token. A malformed ACTOR is
+    E_INVALID_ARG."""
+    creator = ctx.require_actor()
+    actor = names.check_actor(req.actor)
+    _expiry(req.expires, names.now())  # a bad --expires is refused before the store is opened
+    value = "swt_" + secrets.token_urlsafe(32)
+    store = ctx.store()
+    with store.write(creator) as w:
+        expires_at = _expiry(req.expires, w.at)
+        op = w.append_op("token_create", f"create a {'read-only ' if req.read_only else ''}token for {actor}")
+        tokens.create(w, value, actor, expires_at, req.read_only)
+    return TokenCreateResult(id=op, actor=actor, expires_at=expires_at, read_only=req.read_only, op=op, token=value)
+
+
+def token_list(ctx: Context, req: TokenListReq) -> TokenListResult:
+    """List the store's tokens, oldest first: id, actor, who made each and when, when it
+    expires, when it was revoked (null: not revoked) and whether it is read-only. Never a
+    token's value."""
+    store = ctx.store()
+    with store.read() as conn:
+        found = tokens.listed(conn)
+    return TokenListResult(tokens=[TokenEntry(**{k: t[k] for k in TokenEntry.__dataclass_fields__}) for t in found])
+
+
+def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
+    """Revoke a token, as one op: from then on a request bearing it is refused (HTTP 401), on a
+    session opened before too. A revoke is final: its `op undo` is E_REFUSED. No such token:
+    E_NOT_FOUND; a token already revoked: E_STATE."""
+    actor = ctx.require_actor()
+    store = ctx.store()
+    with store.write(actor) as w:
+        found = tokens.get(w.conn, req.id)
+        if found is None:
+            raise SwarmError(
+                "E_NOT_FOUND", f"no token {req.id}", details={"token": req.id}, hint="`swarmctl token list` lists the tokens."
+            )
+        if found["revoked_at"] is not None:
+            raise SwarmError(
+                "E_STATE",
+                f"token {req.id} ({found['actor']}) was revoked at {found['revoked_at']} by op {found['revoked_op']}",
+                details={"token": req.id, "revoked_at": found["revoked_at"], "op": found["revoked_op"]},
+            )
+        op = w.append_op("token_revoke", f"revoke token {req.id} of {found['actor']}")
+        tokens.revoke(w, req.id)
+    return TokenRevokeResult(id=req.id, actor=found["actor"], revoked_at=w.at, op=op)
+
+
+_WRITE = Annotations(read_only=False, destructive=False, idempotent=False)
+
+TOKEN_CREATE = Tool(
+    name="token_create",
+    cli=("token", "create"),
+    title="Create a token",
+    summary="Make a bearer token naming an actor, for `mcp --http` (printed once).",
+    request=TokenCreateReq,
+    result=TokenCreateResult,
+    run=token_create,
+    annotations=_WRITE,
+    mutates=True,
+    mcp=False,
+)
+TOKEN_LIST = Tool(
+    name="token_list",
+    cli=("token", "list"),
+    title="List tokens",
+    summary="List tokens (never their values).",
+    request=TokenListReq,
+    result=TokenListResult,
+    run=token_list,
+    annotations=READ,
+    mutates=False,
+    mcp=False,
+    records="tokens",
+)
+TOKEN_REVOKE = Tool(
+    name="token_revoke",
+    cli=("token", "revoke"),
+    title="Revoke a token",
+    summary="Revoke a token (final).",
+    request=TokenRevokeReq,
+    result=TokenRevokeResult,
+    run=token_revoke,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
+    mutates=True,
+    mcp=False,
+)
+
+TOOLS = [TOKEN_CREATE, TOKEN_LIST, TOKEN_REVOKE]
