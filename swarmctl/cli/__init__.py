@@ -20,7 +20,7 @@ from typer.exceptions import Abort
 from swarmctl import registry, runner
 from swarmctl.cli.app import Globals, build, tools_for
 from swarmctl.cli.inert import inert
-from swarmctl.cli.output import emit
+from swarmctl.cli.output import emit, is_utf8
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, Terminated, exit_status, failure, internal_error, interrupted
 from swarmctl.envelope import exit_code as exit_status_of
@@ -73,7 +73,7 @@ def _not_utf8(args: list[str]) -> int | None:
     hands such bytes over as lone surrogates, which no store or JSON reader should receive."""
     where = None
     for i, arg in enumerate(args):
-        if not _is_utf8(arg):
+        if not is_utf8(arg):
             option = args[i - 1] if i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1] else None
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             where = {"argument": i + 1, "value": shown, **({"option": option} if option else {})}
@@ -81,7 +81,7 @@ def _not_utf8(args: list[str]) -> int | None:
             break
     else:
         for key, value in os.environ.items():
-            if key.startswith("SWARMCTL_") and not _is_utf8(value):
+            if key.startswith("SWARMCTL_") and not is_utf8(value):
                 shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
                 where, named = {"variable": key, "value": shown}, f"{key} ('{shown}')"
                 break
@@ -101,20 +101,12 @@ def _not_utf8(args: list[str]) -> int | None:
 
 def _command_in(args: list[str]) -> Tool | None:
     """The tool an argument list names, found without parsing it (for an error's `op`)."""
-    words = [a for a in args if not a.startswith("-") and _is_utf8(a)]
+    words = [a for a in args if not a.startswith("-") and is_utf8(a)]
     for start in range(len(words)):
         for count in (2, 1):
             if (tool := registry.by_command(tuple(words[start : start + count]))) is not None:
                 return tool
     return None
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> NoReturn:

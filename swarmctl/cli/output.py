@@ -103,7 +103,7 @@ def _write(text: str) -> None:
     """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
     valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
     JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
-    if not _is_utf8(text):
+    if not is_utf8(text):
         text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
@@ -117,7 +117,8 @@ def _write(text: str) -> None:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (an argument made of undecodable bytes holds lone surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
