@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import AGENT, ALICE, connect, file_digests, tamper
+from core_helpers import AGENT, ALICE, build_golden_store, connect, file_digests, tamper
 from swarmctl.store import Store, queries
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION
 
