@@ -8,10 +8,11 @@ import shlex
 from typing import Any, Literal
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, conflicts, queries, reverts
+from swarmctl.store import Conn, Move, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
 from swarmctl.tools.op import UndoMove
 
@@ -83,10 +84,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
             target = resolve_op(ctx, conn, req.op)
             head = queries.newest_op(conn) or 0
             moves = _moves(conn, target, refs)
+            _refuse_forbidden(conn, actor, moves)  # the preview predicts it
         return _preview(target, refs, head, moves, actor, names.now())
     with store.write(actor) as w:
         target = resolve_op(ctx, w.conn, req.op)
         head = queries.newest_op(w.conn) or 0
+        _refuse_forbidden(w.conn, actor, _moves(w.conn, target, refs))  # forbidden wins over a conflict
         if head != req.expect_head:
             raise _moved_since(w.conn, target, refs, req.expect_head, head)
         moves = _moves(w.conn, target, refs)
@@ -104,6 +107,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
         hint=f"Restored {len(moves)} ref(s) to what they named after op {target}; `swarmctl op undo {op}` takes it back.",
         next=None,
     )
+
+
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[Move]) -> None:
+    policy = policies.current(conn)
+    for m in moves if policy is not None else []:
+        rules.refuse(rules.may_move(policy, actor, m.name))
 
 
 def _moves(conn: Conn, target: int, refs: list[str]) -> list[Move]:

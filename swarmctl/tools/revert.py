@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Annotated, Any, NamedTuple
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, queries, reverts
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
 
@@ -110,6 +111,7 @@ def _revert(
     moves = reverts.ref_moves_of(conn, selected)
     if not moves:
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
+    _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
     effect = _net_effect(conn, selected, moves, given)
     in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(op for op, *_ in moves)}
     if not effect.moves:
@@ -129,6 +131,18 @@ def _revert(
         ref_moves=[UndoMove(m.name, m.new, actor, at) for m in effect.moves],
         already_applied=False,
     )
+
+
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[tuple[int, str, str | None, str | None]]) -> None:
+    """E_FORBIDDEN if the store's policy forbids `actor` to take back one of the selected ops
+    that moved a ref (made by another actor) or to move one of the refs they moved."""
+    policy = policies.current(conn)
+    if policy is None:
+        return
+    for record in queries.op_records(conn, sorted({op for op, *_ in moves})):
+        rules.refuse(rules.may_undo(policy, actor, record["op"], record["actor"]))
+    for name in dict.fromkeys(name for _, name, *_ in moves):
+        rules.refuse(rules.may_move(policy, actor, name))
 
 
 def _select(conn: Conn, query: queries.LogQuery, given: dict[str, Any]) -> list[int]:

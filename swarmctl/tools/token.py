@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Annotated
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
@@ -105,6 +106,7 @@ def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
     value = "swt_" + secrets.token_urlsafe(32)
     store = ctx.store()
     with store.write(creator) as w:
+        rules.refuse(rules.may_admin(w.policy, creator, "manage tokens"))
         expires_at = _expiry(req.expires, w.at)
         op = w.append_op("token_create", f"create a {'read-only ' if req.read_only else ''}token for {actor}")
         tokens.create(w, value, actor, expires_at, req.read_only)
@@ -128,6 +130,7 @@ def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:
+        rules.refuse(rules.may_admin(w.policy, actor, "manage tokens"))
         found = tokens.get(w.conn, req.id)
         if found is None:
             raise SwarmError(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool, plain
@@ -103,6 +104,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     guards.require_env(spec["steps"])
     store = ctx.store()
     with store.write(actor) as w:
+        rules.refuse(rules.may_run(w.policy, actor, str(path.resolve())))  # symlinks resolved
         wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
@@ -152,6 +154,7 @@ def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveRe
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_approve", actor, wf))
         gate = guards.gate_to_approve(wf, req.step)
         if gate.approved_by:
             return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [RESUME.call(workflow=wf.id)])
@@ -178,6 +181,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     store = ctx.store()
     with store.write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_resume", actor, wf))
         records.settle(w, wf)
         retry = guards.resume_point(wf, req.retry)
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
@@ -202,6 +206,7 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_cancel", actor, wf))
         records.settle(w, wf)
         guards.not_held(wf)
         if wf.state not in ("pending", "awaiting_approval", "failed"):
@@ -282,6 +287,24 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     from swarmctl.tools.workflow import rollback
 
     return rollback.confirm(ctx, req) if req.confirm else rollback.preview(ctx, req)
+
+
+def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError | None:
+    """What the store's policy would say to `actor` calling workflow tool `tool` with `req`
+    (for `policy check`): the rules the tool itself asks, of the store as it is now."""
+    from swarmctl.store import policies
+    from swarmctl.tools.workflow import records
+
+    with ctx.store().read() as conn:
+        policy = policies.current(conn)
+        if policy is None:
+            return None
+        if tool == "workflow_run":
+            refusal = rules.may_run(policy, actor, str((ctx.cwd / req.file).resolve()))
+        else:
+            wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+            refusal = guards.policy_refusal(policy, tool, actor, wf)
+    return refusal.error() if refusal is not None else None
 
 
 # --- helpers ---------------------------------------------------------------------------------
