@@ -13,7 +13,6 @@ Globs match an actor's `kind/name` and ref names: `*` matches within one `/`-sep
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -93,6 +92,8 @@ class Refusal:
 
 def parse(text: str, version: int = 0) -> Policy:
     """The policy in `text` (TOML): E_INVALID_ARG naming the key for anything it cannot be."""
+    import tomllib  # here: a store without a policy never parses one (`op log` stays fast)
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -9,9 +9,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from swarmctl import policy as rules
-from swarmctl.store import migrate
 from swarmctl.store.schema import POLICY_FORMAT
 from swarmctl.store.sql import Conn
+
+
+def _format(conn: Conn) -> int:
+    # Not migrate.stored_format: every write asks, and a read must not import the migrations.
+    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    return int(row[0]) if row is not None and str(row[0]).isdigit() else 0
 
 
 class Version(NamedTuple):
@@ -21,7 +26,7 @@ class Version(NamedTuple):
 
 def current_version(conn: Conn) -> Version | None:
     """The version in force (None: the store never had a policy)."""
-    if migrate.stored_format(conn) < POLICY_FORMAT:
+    if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies ORDER BY op DESC LIMIT 1").fetchone()
     return Version(row[0], row[1]) if row is not None else None
@@ -29,7 +34,7 @@ def current_version(conn: Conn) -> Version | None:
 
 def version_before(conn: Conn, op: int) -> Version | None:
     """The version in force just before op `op` (None: there was none)."""
-    if migrate.stored_format(conn) < POLICY_FORMAT:
+    if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op < ? ORDER BY op DESC LIMIT 1", (op,)).fetchone()
     return Version(row[0], row[1]) if row is not None else None
@@ -37,7 +42,7 @@ def version_before(conn: Conn, op: int) -> Version | None:
 
 def made_by(conn: Conn, op: int) -> Version | None:
     """The version op `op` made, if it made one."""
-    if migrate.stored_format(conn) < POLICY_FORMAT:
+    if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op = ?", (op,)).fetchone()
     return Version(row[0], row[1]) if row is not None else None
@@ -66,12 +71,14 @@ def _parsed(text: str, op: int) -> rules.Policy:
 def record(conn: Conn, op: int, text: str | None) -> None:
     """Make `text` the policy in force, as op `op` (in that op's write transaction), raising
     the store to POLICY_FORMAT at its first policy."""
+    from swarmctl.store import migrate  # only a change of the policy needs the migrations
+
     migrate.raise_for_policy(conn)
     conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
 
 
 def all_versions(conn: Conn) -> list[Version]:
     """Every version, oldest first (`store copy` takes them across)."""
-    if migrate.stored_format(conn) < POLICY_FORMAT:
+    if _format(conn) < POLICY_FORMAT:
         return []
     return [Version(r[0], r[1]) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]

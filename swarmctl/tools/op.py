@@ -187,6 +187,11 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
     removed. The undo of a `token create` revokes the token; a revocation is final, so the undo
     of a `token revoke` (or of that undo) is E_REFUSED.
+
+    The store's policy may forbid it (E_FORBIDDEN, before any conflict, in a dry run too): a
+    ref protected from the caller, or an op of another actor (`[undo] others`). The undo of a
+    `policy_set` (or of the undo of one) puts back the policy before it: admins only, and
+    E_CAS_MISMATCH when the policy changed since (`error.next` undoes that change first).
     """
     actor = ctx.require_actor("an undo is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
     store = ctx.store()
@@ -277,10 +282,12 @@ def _undo_policy(
 ) -> UndoResult:
     """The undo of an op that changed the policy (a `policy_set`, or the undo of one) puts back
     the policy before it: admins only, and by compare-and-swap on the policy's version (a later
-    change of the policy stops it)."""
+    change of the policy stops it, unless it was taken back since)."""
     rules.refuse(rules.may_admin(policies.current(conn), actor, f"undo op {target}, a change of the policy"))
     found = policies.current_version(conn)
-    if found is None or found.op != target:
+    made = policies.made_by(conn, target)
+    # The policy must still be what `target` made it (a later change undone since is no change).
+    if found is None or made is None or found.text != made.text:
         later = found.op if found is not None else None
         raise conflicts.cas_mismatch(
             [],

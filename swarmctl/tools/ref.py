@@ -160,7 +160,8 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
     nothing is written. Setting a ref to what it already names writes nothing (`op` is null).
     A name that reads as a changeset id (4 to 64 lowercase hex characters) is E_INVALID_ARG:
-    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins."""
+    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins.
+    A ref the store's policy protects from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_new_ref_name(req.name)
     _check_expect(name, req.expect)
@@ -180,7 +181,8 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
 
 def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
     """Delete a ref, as one op; the changeset it named stays. With `--expect OLD` it is a
-    compare-and-swap. `op undo` of the op recreates the ref."""
+    compare-and-swap. `op undo` of the op recreates the ref. A ref the store's policy protects
+    from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_ref_name(req.name)
     _check_expect(name, req.expect)

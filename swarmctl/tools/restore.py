@@ -65,7 +65,8 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
     `next` is the exact call that confirms: `op restore OP --confirm --expect-head N`. Confirmed,
     it acts only if the store's newest op is still N, else E_CAS_MISMATCH naming the ops since
     (`error.details.ops_since`) and the refs they moved, nothing written: preview again.
-    `--confirm` needs `--expect-head` (E_INVALID_ARG). Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
+    `--confirm` needs `--expect-head` (E_INVALID_ARG). A ref the store's policy protects from
+    the caller is E_FORBIDDEN, in the preview too and before any conflict. Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
     never existed is E_NOT_FOUND. `op undo` of the restore takes it back. Changesets are never
     removed.
     """

@@ -78,7 +78,9 @@ def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
     gets `undone_by` = the revert; `op undo` of the revert takes it all back. Run again with the
     same selection, it is a replay (`already_applied`, the revert that did it, nothing written).
     A selection with nothing to take back is E_NOTHING_TO_UNDO. `--dry-run` lists what would be
-    taken back and the conflicts, and writes nothing. Changesets are never removed.
+    taken back and the conflicts, and writes nothing. Changesets are never removed. The store's
+    policy may forbid it (E_FORBIDDEN, before any conflict, in a dry run too): a selected op of
+    another actor (`[undo] others`), or a ref protected from the caller.
     """
     given = {f: getattr(req, f) for f in _FILTERS if getattr(req, f) is not None}
     if not given:

@@ -99,7 +99,7 @@ def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
     the store keeps only its SHA-256, the actor, who made it and when. `--expires` takes a
     duration (`30d`) or a time (default 90d); `--read-only` makes a token whose calls of tools
     that write are E_FORBIDDEN. `op undo` of the op revokes the token. A malformed ACTOR is
-    E_INVALID_ARG."""
+    E_INVALID_ARG. Once the store has a policy, only its admins may (E_FORBIDDEN)."""
     creator = ctx.require_actor()
     actor = names.check_actor(req.actor)
     _expiry(req.expires, names.now())  # a bad --expires is refused before the store is opened
@@ -126,7 +126,8 @@ def token_list(ctx: Context, req: TokenListReq) -> TokenListResult:
 def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
     """Revoke a token, as one op: from then on a request bearing it is refused (HTTP 401), on a
     session opened before too. A revoke is final: its `op undo` is E_REFUSED. No such token:
-    E_NOT_FOUND; a token already revoked: E_STATE."""
+    E_NOT_FOUND; a token already revoked: E_STATE. Once the store has a policy, only its
+    admins may (E_FORBIDDEN)."""
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:

@@ -81,7 +81,8 @@ def tx_set(ctx: Context, req: TxSetReq) -> TxStageResult:
 
     Refused: no open transaction, a Conflicted one, or the revision bound reached (E_STATE;
     nothing is ever dropped to make room); a bad ref name (E_INVALID_ARG); an unknown target
-    (E_NOT_FOUND). Needs --as (E_IDENTITY_REQUIRED).
+    (E_NOT_FOUND); a ref the store's policy protects from the caller (E_FORBIDDEN, now rather
+    than at the commit). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     name = names.check_new_ref_name(req.name)
@@ -99,7 +100,7 @@ def tx_delete(ctx: Context, req: TxDeleteReq) -> TxStageResult:
     The ref must exist as the transaction sees it (its staged target if staged, else the
     store's ref): otherwise E_NOT_FOUND. Its baseline is recorded as for `tx set`. Refused like
     `tx set`: no open transaction, a Conflicted one, or the revision bound reached (E_STATE);
-    a bad ref name (E_INVALID_ARG). Needs --as (E_IDENTITY_REQUIRED).
+    a bad ref name (E_INVALID_ARG); a protected ref (E_FORBIDDEN). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     name = names.check_ref_name(req.name)
@@ -252,7 +253,9 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
     transaction can only be rolled back (`tx rollback`, then re-read the refs and begin again).
 
     Refused with E_STATE: no open transaction, a Conflicted one, or nothing to commit (no
-    applied revision changes a ref; end it with `tx rollback`). Needs --as (E_IDENTITY_REQUIRED).
+    applied revision changes a ref; end it with `tx rollback`). A staged ref the store's policy
+    protects from the caller (the policy changed since it was staged) is E_FORBIDDEN, before
+    any conflict; `tx status` says so first (`can_commit` false). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     conflict: SwarmError | None = None

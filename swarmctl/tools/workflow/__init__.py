@@ -93,7 +93,10 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     E_STEP_FAILED, with `next` the rollback preview. Ctrl-C or SIGTERM while a command runs
     kills its process group and saves the step `interrupted` (its effect unknown) before
     swarmctl exits. An invalid file is E_INVALID_ARG (naming
-    the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
+    the step and key), as is an `${env:NAME}` that is not set; nothing is created then. The
+    store's policy may forbid it (E_FORBIDDEN, nothing created): `[run] actors` (who may run
+    workflows) and `[run] definitions` (which files, matched after resolving symlinks). A store
+    step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
     from swarmctl import pids
     from swarmctl.tools.workflow import definition, execute, records
@@ -147,7 +150,9 @@ def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveRe
 
     It does not run anything: `workflow resume ID` continues with the next step. Approving a
     gate that is already approved is a replay (`already_approved`, nothing written). A workflow
-    not waiting at that gate gives E_STATE; a step that is not a gate, E_INVALID_ARG.
+    not waiting at that gate gives E_STATE; a step that is not a gate, E_INVALID_ARG. The
+    store's policy may forbid it (E_FORBIDDEN): `[approve] actors` (who may approve) and
+    `[approve] self = false` (the workflow's creator may not approve its own gate).
     """
     from swarmctl.tools.workflow import records
 
@@ -173,6 +178,8 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     Ends like `workflow run` (E_STEP_FAILED when a step fails). E_STATE when there is nothing
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
     by a live process, including a step's command still running after its swarmctl was killed).
+    Resuming another actor's workflow may be forbidden by the store's policy (`[workflow]
+    others`: E_FORBIDDEN).
     """
     from swarmctl import pids
     from swarmctl.tools.workflow import execute, records
@@ -199,7 +206,8 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
     """Stop a workflow for good: its steps not yet run become `skipped`; the steps that ran stay
     applied. A cancelled workflow cannot be resumed or rolled back: to undo it, call
     `workflow rollback` instead. Allowed while `pending`, `awaiting_approval` or `failed`;
-    otherwise E_STATE (also when a live process is running it).
+    otherwise E_STATE (also when a live process is running it). Cancelling another actor's
+    workflow may be forbidden by the store's policy (`[workflow] others`: E_FORBIDDEN).
     """
     from swarmctl.tools.workflow import records
 
@@ -283,6 +291,10 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     it or stop it first). A rollback killed half-way leaves its step in flight under
     `unknown_effects`; after acknowledging it, a new rollback continues with the rest. Ctrl-C or
     SIGTERM during a rollback command kills it and saves its step `interrupted`.
+
+    The store's policy may forbid the caller the rollback (`[workflow] others`) or the undo of a
+    step (a protected ref, `[undo] others`): the preview lists each as a blocker `forbidden`
+    (with its `rule`), and `--confirm` is then E_FORBIDDEN, nothing changed.
     """
     from swarmctl.tools.workflow import rollback
 
