@@ -85,7 +85,7 @@ COMPLETED = (RUN, APPROVE, ("workflow", "resume", WORKFLOW))
 BROKEN = Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")  # promote ran; check failed
 CONFLICTED = Fails("E_CAS_MISMATCH", "tx", "commit")  # after MOVE_V1: the transaction is Conflicted
 
-# Policies (README: Policy), set by ACTOR, who may while no policy is set. POLICY protects main
+# Policies (README: Policy), set by AGENT, who may while no policy is set. POLICY protects main
 # and release/* for people and keeps agents from undoing others' ops; ADMINS lets only people
 # change the policy; SELF_APPROVAL keeps a workflow's creator from approving its own gate; RUNS
 # lets no one run a workflow from this directory.
@@ -139,8 +139,8 @@ CASES: dict[str, list[Case]] = {
     "policy_show": [Case(("policy", "show"), {}, setup=(SET_POLICY,), files=POLICIES)],
     "policy_check": [
         Case(
-            ("policy", "check", "--actor", ACTOR, "ref_set", '{"name": "main", "target": "release/v1"}'),
-            {"actor": ACTOR, "tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}},
+            ("policy", "check", "--actor", AGENT, "ref_set", '{"name": "main", "target": "release/v1"}'),
+            {"actor": AGENT, "tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}},
             setup=(SET_POLICY,),
             files=POLICIES,
         ),  # refused by protect[0]

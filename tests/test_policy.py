@@ -12,8 +12,7 @@ import sqlite3
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import ALICE, AGENT
+from core_helpers import AGENT, ALICE, build_golden_store
 from wfkit import Kit
 
 from swarmctl import policy as rules
