@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Callable
 
 from swarmctl.store import chain
-from swarmctl.store.schema import FORMAT_VERSION, OP_REVERTS, REF_MOVES_INDEXES, TIME_BREAKS, tokens_table
+from swarmctl.store.schema import (
+    FORMAT_VERSION,
+    OP_REVERTS,
+    POLICIES,
+    POLICY_FORMAT,
+    REF_MOVES_INDEXES,
+    TIME_BREAKS,
+    tokens_table,
+)
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 
@@ -74,3 +82,23 @@ def upgrade(conn: Conn) -> int | None:
         STEPS[version](conn)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION),))
     return found
+
+
+def _to_policy_format(conn: Conn) -> None:
+    """POLICY_FORMAT: the store has a policy (table `policies`, swarmctl/store/policies.py)."""
+    conn.execute(POLICIES)
+
+
+def raise_for_policy(conn: Conn) -> bool:
+    """Within the caller's write transaction (which `Store.write` began by bringing the store to
+    FORMAT_VERSION): raise the store to POLICY_FORMAT, for its first policy. A store gets that
+    format only then, so every store without a policy keeps the format an older swarmctl reads.
+    Returns whether it was raised.
+
+    POLICY_FORMAT is FORMAT_VERSION + 1: a later format change must move it up and make its
+    step hold for a store that has a policy too."""
+    if stored_format(conn) >= POLICY_FORMAT:
+        return False
+    _to_policy_format(conn)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(POLICY_FORMAT),))
+    return True

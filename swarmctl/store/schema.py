@@ -23,6 +23,7 @@ OP_KINDS = (
     "store_upgrade",
     "token_create",
     "token_revoke",
+    "policy_set",
 )
 
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
@@ -240,3 +241,23 @@ CREATE TABLE workflow_steps (
 ) WITHOUT ROWID;
 CREATE INDEX workflow_steps_op ON workflow_steps(op) WHERE op IS NOT NULL;
 """
+
+# The store's policy (swarmctl/policy.py; kept by swarmctl/store/policies.py): one row per
+# version, `op` the op that made it (a policy_set, or the undo that took one back), `text` the
+# policy's TOML (null: no policy, after the undo of the first). The newest row is in force.
+# Not in SCHEMA: a store gets it when its first policy is set, which raises its format to
+# POLICY_FORMAT (swarmctl/store/migrate.py), so that an older swarmctl refuses the store rather
+# than ignore its policy. The same text for both backends.
+POLICY_FORMAT = 4
+POLICIES = """
+CREATE TABLE IF NOT EXISTS policies (
+    op   BIGINT PRIMARY KEY REFERENCES ops(op),
+    text TEXT
+)"""
+
+
+
+def readable_format(found: int) -> bool:
+    """Whether this swarmctl reads a store of format `found`: every format up to FORMAT_VERSION,
+    and POLICY_FORMAT."""
+    return found <= FORMAT_VERSION or found == POLICY_FORMAT
