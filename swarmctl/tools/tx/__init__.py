@@ -12,6 +12,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool
+from swarmctl.tools.tx.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.store import Move, conflicts, queries, txs
 from swarmctl.tools.common import RefMove, resolve_changeset
 from swarmctl.tools.tx.models import (

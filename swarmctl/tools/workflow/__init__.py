@@ -34,6 +34,7 @@ from typing import Any, Callable
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.workflow import guards, views
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
