@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import jsonschema
 import pytest
 
-from conftest import Swarm
 from core_helpers import op_count, refs
+from swarm import Swarm
 from golden import Normalizer
 from mcp_client import McpClient
 from swarmctl import registry, schemas

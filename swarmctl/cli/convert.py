@@ -5,6 +5,7 @@ constraints by `swarmctl.constraints`, the check the JSON doors make, with the s
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ def request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
             values[f.name] = parse_kv(long_flag(f), value or [])
         elif cli.parse == "file":
             values[f.name] = read_files(long_flag(f), value or [])
+        elif cli.parse == "text" and value is not None:
+            values[f.name] = read_text(cli.metavar or f.name.upper(), value)
+        elif cli.parse == "json" and value is not None:
+            values[f.name] = parse_json(cli.metavar or f.name.upper(), value)
         elif value is None and f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
             values[f.name] = f.default_factory()  # type: ignore[misc]
     constraints.check(tool.request, values)
@@ -40,6 +45,26 @@ def parse_kv(flag: str, items: list[str]) -> dict[str, str]:
     if repeated := twice(key for key, _ in pairs):
         raise SwarmError("E_INVALID_ARG", f"{flag}: {', '.join(map(repr, repeated))} is given twice", details={"fields": repeated})
     return dict(pairs)
+
+
+def read_text(what: str, path: str) -> str:
+    """The text of the file at `path`, or of stdin for `-` (bounded, UTF-8)."""
+    if path != "-":
+        return next(iter(read_files(what, [path]).values()))
+    from swarmctl import limits
+
+    try:
+        return limits.read_bounded(sys.stdin.buffer, "stdin").decode("utf-8")
+    except UnicodeDecodeError:
+        raise SwarmError("E_INVALID_ARG", f"{what} -: stdin is not UTF-8 text", details={"path": "-"}) from None
+
+
+def parse_json(what: str, text: str) -> Any:
+    """JSON text typed as an argument (`policy check TOOL JSON`), read as `swarmctl call` reads
+    its own: bounded, and a field named twice refused (swarmctl/jsontext.py)."""
+    from swarmctl import jsontext
+
+    return jsontext.parse_arguments(text, what)
 
 
 def read_files(flag: str, paths: list[str]) -> dict[str, str]:

@@ -79,6 +79,8 @@ def _parsed_as(f: dataclasses.Field, base: Any, options: dict[str, Any]) -> Any:
         return str
     if cli_of(f).parse in ("kv", "file") or get_origin(base) is list:
         return list[str]
+    if cli_of(f).parse in ("text", "json"):
+        return str
     if get_origin(base) is Literal:
         options["click_type"] = Words(get_args(base))
         return str

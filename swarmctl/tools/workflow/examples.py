@@ -6,6 +6,7 @@ command step that fails. "{workflow}" is the newest workflow's id when the examp
 from __future__ import annotations
 
 from swarmctl.spec import WORKFLOW, Call, Example
+from swarmctl.tools.common import RUNS_POLICY, SELF_APPROVAL_POLICY
 
 RELEASE = {
     "release.toml": """\
@@ -62,6 +63,13 @@ EXAMPLES = {
         Example(("workflow", "run", "release.toml"), {"file": "release.toml"}, caption="Run release.toml: it stops at the sign-off gate.", files=RELEASE),
         Example(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, outcome="E_STEP_FAILED", files=FLOWS),
         Example(("workflow", "run", "missing.toml"), {"file": "missing.toml"}, outcome="E_INVALID_ARG"),  # nothing created
+        Example(  # run.definitions
+            ("workflow", "run", "release.toml"),
+            {"file": "release.toml"},
+            outcome="E_FORBIDDEN",
+            setup=(Call("policy_set", {"policy": RUNS_POLICY}),),
+            files=FLOWS,
+        ),
     ),
     "workflow_status": (
         # Status after a confirmed rollback: each step's outcome and how it was undone.
@@ -95,6 +103,13 @@ EXAMPLES = {
         ),
         Example(("workflow", "approve", WORKFLOW), W, setup=(RUN, APPROVE), files=FLOWS),  # a replay: already_approved
         Example(("workflow", "approve", WORKFLOW, "--step", "deploy"), {**W, "step": "deploy"}, outcome="E_INVALID_ARG", setup=(RUN,), files=FLOWS),  # not a gate
+        Example(  # approve.self: its creator may not approve its gate
+            ("workflow", "approve", WORKFLOW),
+            W,
+            outcome="E_FORBIDDEN",
+            setup=(Call("policy_set", {"policy": SELF_APPROVAL_POLICY}), RUN),
+            files=FLOWS,
+        ),
     ),
     "workflow_resume": (
         Example(("workflow", "resume", WORKFLOW), W, caption="Run on past an approved gate.", setup=(RUN, APPROVE), files=RELEASE),
