@@ -10,10 +10,13 @@ completions, and zsh and fish never look inside a virtual environment.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Annotated, Any, Literal, Optional
 
 import typer
+
+from swarmctl.cli.options import door_parameters
 
 MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout.
 
@@ -46,26 +49,15 @@ succeeded, else the exit code of the first failure.
 """
 
 
-def mcp(
-    cli_ctx: typer.Context,
-    repo: Annotated[
-        Optional[str],
-        typer.Option("--repo", "-R", metavar="PATH", help="The store, as the global --repo (here for `swarmctl mcp --repo PATH`).", show_default=False),
-    ] = None,
-    actor: Annotated[
-        Optional[str],
-        typer.Option("--as", metavar="ACTOR", help="Who the server acts as, as the global --as.", show_default=False),
-    ] = None,
-) -> None:
-    from swarmctl import names
+def mcp(cli_ctx: typer.Context, **given: Any) -> None:
+    from swarmctl import limits, names
     from swarmctl.envelope import SwarmError
 
     globals_ = cli_ctx.obj
     # `swarmctl mcp --repo PATH --as ACTOR` (as MCP client configurations write it) and
     # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
-    globals_.repo = repo or globals_.repo
-    globals_.actor = actor or globals_.actor
-    from swarmctl import limits
+    for name, value in given.items():
+        setattr(globals_, name, value or getattr(globals_, name))
 
     try:
         if globals_.actor is not None:
@@ -81,6 +73,12 @@ def mcp(
     from swarmctl import mcp as server
 
     raise typer.Exit(server.serve(globals_.repo, globals_.actor))
+
+
+# The global options `mcp` takes itself, as cli/options.py declares them (`door_help`).
+mcp.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context), *door_parameters()]
+)
 
 
 def _complete_tools(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ from typing import Any
 
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.spec import Cli, READ, Tool, arg, request_type, result_type, Example
 
 
 @result_type
@@ -56,3 +56,12 @@ SCHEMA = Tool(
 )
 
 TOOLS = [SCHEMA]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "schema": (
+        Example(("schema", "RefShowReq"), {"type": "RefShowReq"}, caption="The JSON Schema of ref show's request."),
+        Example(("schema", "UndoReq"), {"type": "UndoReq"}),
+    ),
+}

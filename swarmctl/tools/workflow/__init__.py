@@ -35,6 +35,7 @@ from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.workflow import guards, views
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
