@@ -16,7 +16,7 @@ from typing import Callable
 
 from swarmctl.store import chain
 from swarmctl.store.schema import FORMAT_VERSION, OP_REVERTS, TIME_BREAKS
-from swarmctl.store.sql import Conn
+from swarmctl.store.sql import POSTGRES, Conn, dialect
 
 
 def _to_2(conn: Conn) -> None:
@@ -32,9 +32,18 @@ def _to_2(conn: Conn) -> None:
     conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", hashes)
 
 
+def _to_3(conn: Conn) -> None:
+    """Format 3: a workflow's owner names its host and holds a lease (swarmctl/hosts.py), so
+    that a store shared by many machines tells a live owner elsewhere from a dead one."""
+    text = 'TEXT COLLATE "C"' if dialect(conn) == POSTGRES else "TEXT"
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_host {text}")
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_lease {text}")
+
+
 # STEPS[n] moves a store from format n to n + 1.
 STEPS: dict[int, Callable[[Conn], None]] = {
     1: _to_2,
+    2: _to_3,
 }
 
 

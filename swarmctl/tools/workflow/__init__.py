@@ -94,7 +94,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     swarmctl exits. An invalid file is E_INVALID_ARG (naming
     the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import definition, execute, records
 
     actor = ctx.require_actor()
@@ -103,7 +103,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     guards.require_env(spec["steps"])
     store = ctx.store()
     with store.write(actor) as w:
-        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
+        wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -171,7 +171,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
     by a live process, including a step's command still running after its swarmctl was killed).
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import execute, records
 
     actor = ctx.require_actor()
@@ -183,7 +183,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", pids.me())
+        records.claim(w, wf.id, "running", hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
