@@ -28,19 +28,17 @@ from typing import Any, NamedTuple
 import jsonschema
 import pytest
 
-from conftest import Swarm, build_golden_store
-from core_helpers import op_count, refs
+from core_helpers import AGENT, build_golden_store, op_count, refs
 from golden import Normalizer
 from mcp_client import McpClient
+from swarm import Swarm
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
 from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
 
-ACTOR = "agent/worker-17"
-
 
 class Case(NamedTuple):
-    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as ACTOR`
+    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as AGENT`
     arguments: dict[str, Any]  # the same call's MCP arguments
     setup: tuple[tuple[str, ...], ...] = ()  # commands run on the golden store first, as above; each must succeed, or be a Fails
     files: dict[str, str] = {}  # files written to the working directory first (--file, workflows, their scripts)
@@ -58,7 +56,7 @@ class Fails(tuple):
         return command
 
 
-# Transactions: the setup commands, run as ACTOR (the transaction is theirs).
+# Transactions: the setup commands, run as AGENT (the transaction is theirs).
 BEGIN = ("tx", "begin")
 STAGE_V2 = ("tx", "set", "release/v2", "main")
 DELETE_V1 = ("tx", "delete", "release/v1")
@@ -87,6 +85,26 @@ COMPLETED = (RUN, APPROVE, ("workflow", "resume", WORKFLOW))
 BROKEN = Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")  # promote ran; check failed
 CONFLICTED = Fails("E_CAS_MISMATCH", "tx", "commit")  # after MOVE_V1: the transaction is Conflicted
 
+# Policies (README: Policy), set by AGENT, who may while no policy is set. POLICY protects main
+# and release/* for people and keeps agents from undoing others' ops; ADMINS lets only people
+# change the policy; SELF_APPROVAL keeps a workflow's creator from approving its own gate; RUNS
+# lets no one run a workflow from this directory.
+POLICY = """\
+[[protect]]
+refs = ["main", "release/*"]
+actors = ["human/*"]
+
+[undo]
+others = ["human/*"]
+"""
+POLICIES = {
+    "policy.toml": POLICY,
+    "admins.toml": 'admins = ["human/*"]\n',
+    "self-approval.toml": "[approve]\nself = false\n",
+    "runs.toml": '[run]\ndefinitions = ["/srv/workflows/**"]\n',
+}
+SET_POLICY = ("policy", "set", "policy.toml")
+
 
 # On the golden store: ops 1-6; main names "Fix flaky deploy check" (op 5), release/v1 too (op 6).
 CASES: dict[str, list[Case]] = {
@@ -101,12 +119,42 @@ CASES: dict[str, list[Case]] = {
     "ref_set": [
         Case(("ref", "set", "hotfix", "main", "--create"), {"name": "hotfix", "target": "main", "create": True}),
         Case(("ref", "set", "main", "release/v1", "--create"), {"name": "main", "target": "release/v1", "create": True}),
+        Case(("ref", "set", "hotfix", "main"), {"name": "hotfix", "target": "main"}, setup=(SET_POLICY,), files=POLICIES),  # not protected
+        Case(("ref", "set", "release/v2", "main"), {"name": "release/v2", "target": "main"}, setup=(SET_POLICY,), files=POLICIES),  # protect: E_FORBIDDEN
+        Case(
+            ("ref", "set", "release/v1", "main", "--create"),
+            {"name": "release/v1", "target": "main", "create": True},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # forbidden and a compare-and-swap conflict (it exists): forbidden wins
     ],
-    "ref_delete": [Case(("ref", "delete", "release/v1", "--expect", "main"), {"name": "release/v1", "expect": "main"})],
+    "ref_delete": [
+        Case(("ref", "delete", "release/v1", "--expect", "main"), {"name": "release/v1", "expect": "main"}),
+        Case(("ref", "delete", "release/v1"), {"name": "release/v1"}, setup=(SET_POLICY,), files=POLICIES),  # protect: E_FORBIDDEN
+    ],
+    "policy_set": [
+        Case(("policy", "set", "policy.toml"), {"policy": POLICY}, files=POLICIES),
+        Case(("policy", "set", "policy.toml"), {"policy": POLICY}, setup=(("policy", "set", "admins.toml"),), files=POLICIES),  # admins: E_FORBIDDEN
+    ],
+    "policy_show": [Case(("policy", "show"), {}, setup=(SET_POLICY,), files=POLICIES)],
+    "policy_check": [
+        Case(
+            ("policy", "check", "--actor", AGENT, "ref_set", '{"name": "main", "target": "release/v1"}'),
+            {"actor": AGENT, "tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # refused by protect[0]
+        Case(
+            ("policy", "check", "--actor", "human/alice", "undo", '{"op": 6}'),
+            {"actor": "human/alice", "tool": "undo", "arguments": {"op": 6}},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # allowed
+    ],
     "ref_list": [Case(("ref", "list", "--prefix", "release/"), {"prefix": "release/"})],
     "ref_show": [Case(("ref", "show", "main"), {"name": "main"}), Case(("ref", "show", "nope"), {"name": "nope"})],
     "op_log": [
-        Case(("op", "log", "-n", "2", "--actor", ACTOR, "--reverse"), {"limit": 2, "actor": ACTOR, "reverse": True}),
+        Case(("op", "log", "-n", "2", "--actor", AGENT, "--reverse"), {"limit": 2, "actor": AGENT, "reverse": True}),
     ],
     "op_show": [Case(("op", "show", "@"), {"op": "@"})],
     "store_check": [Case(("store", "check"), {})],
@@ -116,12 +164,15 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}),
         Case(("op", "undo", "4"), {"op": 4}),  # release/v1 moved since (op 6): E_CAS_MISMATCH
         Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
+        Case(("op", "undo", "4"), {"op": 4}, setup=(("policy", "set", "admins.toml"),), files=POLICIES),  # undo.others unset: E_CAS_MISMATCH as without a policy
+        Case(("op", "undo", "4"), {"op": 4}, setup=(SET_POLICY,), files=POLICIES),  # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
+        Case(("op", "undo", "@"), {"op": "@"}, setup=(SET_POLICY,), files=POLICIES),  # @ is the policy_set: it is taken back
     ],
     "op_revert": [
-        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}),  # ops 3, 5, 6: main and release/v1 back
+        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}),  # ops 3, 5, 6: main and release/v1 back
         Case(("op", "revert", "--after", "4", "--dry-run"), {"after": 4, "dry_run": True}),
         Case(("op", "revert", "--before", "5"), {"before": 5}),  # ops 5 and 6 moved main and release/v1 since: E_CAS_MISMATCH
-        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}, setup=(("op", "revert", "--actor", ACTOR),)),  # a replay
+        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}, setup=(("op", "revert", "--actor", AGENT),)),  # a replay
         Case(("op", "revert"), {}),  # no filter: E_INVALID_ARG
     ],
     "op_restore": [
@@ -181,6 +232,7 @@ CASES: dict[str, list[Case]] = {
         Case(RUN, {"file": "release.toml"}, files=FLOWS),  # stops at the gate
         Case(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, files=FLOWS),  # E_STEP_FAILED
         Case(("workflow", "run", "missing.toml"), {"file": "missing.toml"}),  # E_INVALID_ARG, nothing created
+        Case(RUN, {"file": "release.toml"}, setup=(("policy", "set", "runs.toml"),), files={**FLOWS, **POLICIES}),  # run.definitions: E_FORBIDDEN
     ],
     "workflow_status": [
         Case(("workflow", "status", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),
@@ -200,6 +252,9 @@ CASES: dict[str, list[Case]] = {
         Case(
             (*APPROVE, "--step", "deploy"), {"workflow": WORKFLOW, "step": "deploy"}, setup=(RUN,), files=FLOWS
         ),  # not a gate: E_INVALID_ARG
+        Case(
+            APPROVE, {"workflow": WORKFLOW}, setup=(("policy", "set", "self-approval.toml"), RUN), files={**FLOWS, **POLICIES}
+        ),  # approve.self: its creator may not approve its gate, E_FORBIDDEN
     ],
     "workflow_resume": [
         Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),
@@ -286,7 +341,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(workdir: Path):
-    with McpClient(workdir / "store", ACTOR, cwd=workdir) as client:
+    with McpClient(workdir / "store", AGENT, cwd=workdir) as client:
         yield client
 
 
@@ -300,7 +355,7 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     case = CASES[name][index]
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
-    globals_ = ("--repo", str(sw.store), "--as", ACTOR)
+    globals_ = ("--repo", str(sw.store), "--as", AGENT)
     words, arguments = fill(case.cli, sw.store), fill(case.arguments, sw.store)
 
     cli = sw(*globals_, *words)
@@ -326,7 +381,7 @@ def _golden_store(sw: Swarm, case: Case) -> Path:
     build_golden_store(sw)
     write_files(sw.tmp, case.files)
     for command in case.setup:
-        ran = sw("--repo", str(sw.store), "--as", ACTOR, *fill(tuple(command), sw.store))
+        ran = sw("--repo", str(sw.store), "--as", AGENT, *fill(tuple(command), sw.store))
         if isinstance(command, Fails):
             assert ran.error["code"] == command.code, ran.transcript()
         else:
@@ -348,8 +403,8 @@ def _normalized(text: str, workdir: Path) -> str:
 def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, monkeypatch):
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
-    cli = sw("--repo", str(sw.store), "--as", ACTOR, *case.cli)
-    call = sw("--repo", str(sw.store), "--as", ACTOR, "call", name, json.dumps(case.arguments))
+    cli = sw("--repo", str(sw.store), "--as", AGENT, *case.cli)
+    call = sw("--repo", str(sw.store), "--as", AGENT, "call", name, json.dumps(case.arguments))
     mcp = server.envelope(name, case.arguments)
     for envelope in (cli.envelope, call.envelope, mcp):
         assert envelope["op"] == name and envelope["error"]["code"] == "E_INVALID_ARG", envelope

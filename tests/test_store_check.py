@@ -2,9 +2,10 @@
 
 `store check` (read-only, the full check), damage as E_STORE_CORRUPT on reads too, writes that
 refuse on a store whose refs or newest op disagree with the op log, the op log's hash chain,
-and the one format-migration path: a store made by the previous release (format 1, kept in
-tests/fixtures/format1-store, made with that release's code) is read as it is and upgraded by
-its first write or `store upgrade`, in one transaction. The fuzz tests are seeded."""
+and the one format-migration path: a store made by an earlier release (format 1, kept in
+tests/fixtures/format1-store, and format 2, in tests/fixtures/format2-store, each made with
+that release's code) is read as it is and upgraded by its first write or `store upgrade`, in
+one transaction. The fuzz tests are seeded."""
 
 import json
 import random
@@ -14,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import AGENT, ALICE, file_digests, op_count
-
+from core_helpers import AGENT, ALICE, build_golden_store, file_digests, op_count
 from swarmctl.store.schema import FORMAT_VERSION
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

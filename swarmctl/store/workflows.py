@@ -34,8 +34,8 @@ class WorkflowRow(NamedTuple):
     owner_pid: int | None
     owner_start: str | None
     owner_actor: str | None
-    owner_host: str | None  # format 3 (None in an older store)
-    owner_lease: str | None  # format 3
+    owner_host: str | None  # format 4 (None in an older store)
+    owner_lease: str | None  # format 4
     rollback_by: str | None
     rollback_at: str | None
     rev: int
@@ -75,7 +75,8 @@ class Listed(NamedTuple):
 
 
 _WF_COLUMNS = ", ".join(WorkflowRow._fields)
-# A store older than format 3 has no owner_host nor owner_lease: read as it is, they are null.
+# A store older than format 4 has no owner_host nor owner_lease: read as it is, they are null.
+LEASE_FORMAT = 4
 _WF_COLUMNS_2 = _WF_COLUMNS.replace("owner_host, owner_lease", "NULL, NULL")
 _STEP_COLUMNS = ", ".join(StepRow._fields)
 
@@ -95,7 +96,7 @@ def ids_with_prefix(conn: Conn, prefix: str, limit: int) -> list[str]:
 
 
 def workflow(conn: Conn, workflow_id: str) -> WorkflowRow | None:
-    columns = _WF_COLUMNS if stored_format(conn) >= 3 else _WF_COLUMNS_2
+    columns = _WF_COLUMNS if stored_format(conn) >= LEASE_FORMAT else _WF_COLUMNS_2
     row = conn.execute(f"SELECT {columns} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return WorkflowRow(*row) if row else None
 
