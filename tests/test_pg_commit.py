@@ -18,7 +18,7 @@ import pytest
 from core_helpers import AGENT, ALICE, as_, paused_at_commit, problems, refs
 from pgcluster import remove_cluster, start_cluster
 
-from conftest import swarmctl_argv
+from swarm import swarmctl_argv
 
 pytestmark = pytest.mark.backends("postgres")
 
