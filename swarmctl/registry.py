@@ -103,8 +103,6 @@ def mcp_tools() -> list[Tool]:
 
 def types() -> dict[str, type]:
     """Every request and result type by name, for `swarmctl schema`."""
-    found: dict[str, type] = {}
-    for t in tools():
-        found.setdefault(t.request.__name__, t.request)
-        found.setdefault(t.result.__name__, t.result)
-    return found
+    from swarmctl.tools.schema import types_of
+
+    return types_of(tools())

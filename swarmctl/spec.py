@@ -179,6 +179,12 @@ class Tool(NamedTuple):
         return inspect.cleandoc(self.run.__doc__ or self.summary)
 
     @property
+    def needs_identity(self) -> bool:
+        """A tool that changes the store needs --as; so does one whose description says it needs
+        it although it only reads (`tx status` shows the caller's own transaction)."""
+        return self.mutates or "E_IDENTITY_REQUIRED" in self.description
+
+    @property
     def command(self) -> str:
         return "swarmctl " + " ".join(self.cli)
 

@@ -6,6 +6,7 @@ parses, builds the tool's request (cli/convert.py) and runs it (cli/invoke.py)."
 from __future__ import annotations
 
 import inspect
+import shlex
 import typing
 from typing import Annotated, Any
 
@@ -19,13 +20,55 @@ from swarmctl.cli.options import Globals, late_parameters, root_parameters, take
 from swarmctl.cli.params import param
 from swarmctl.cli.prescan import options_given_twice
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Tool
+from swarmctl.spec import EXAMPLE_ACTOR, WORKFLOW, Tool
 
 HELP = """The safe undo button for a swarmops store.
 
 Every command prints one JSON envelope on stdout (`-o table` for people) and exits with the
 code of its error (0 on success). Mutations need an identity: --as kind/name or SWARMCTL_AS.
 """
+
+
+# What the root's --help and swarmctl(1) show as examples: a first session.
+ROOT_EXAMPLES = [
+    ("Make a store with a short history to try things on, and list its ops for people.", "swarmctl demo demo-store && cd demo-store && swarmctl -o table op log"),
+    ("What undoing op 6 would move, then undo it, as agent/worker-17.", "swarmctl --as agent/worker-17 op undo 6 --dry-run && swarmctl --as agent/worker-17 op undo 6"),
+    ("One field of the envelope, for a script.", "swarmctl op show @ | jq -r .result.op"),
+]
+# A workflow id as the examples show one ("{workflow}" in an example: ids are random).
+SHOWN_WORKFLOW = "wf-7k3mq2xa"
+
+
+def shown_examples(tool: Tool) -> list[tuple[str, str]]:
+    """The examples the command's --help ends with and its man page's EXAMPLES holds, as
+    (caption, command line): those declared beside the tool with a caption, at most three."""
+    shown = []
+    for example in registry.examples(tool):
+        if example.caption and len(shown) < 3:
+            identity = ["--as", EXAMPLE_ACTOR] if tool.needs_identity else []
+            words = [word.replace(WORKFLOW, SHOWN_WORKFLOW) for word in ("swarmctl", *identity, *example.cli)]
+            shown.append((example.caption, shlex.join(words)))
+    return shown
+
+
+def examples_of(path: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The examples of the command `path` (() for swarmctl itself): (caption, command line)."""
+    if not path:
+        return ROOT_EXAMPLES
+    if path[0] in doors.DOORS:
+        return doors.EXAMPLES[path[0]]
+    tool = registry.by_command(path)
+    return shown_examples(tool) if tool is not None else []
+
+
+def epilog(examples: list[tuple[str, str]]) -> str | None:
+    """The end of a --help: its examples, each kept as written (Click's `\\b`: no rewrapping)."""
+    if not examples:
+        return None
+    lines = ["Examples:"]
+    for caption, command in examples:
+        lines += ["", "\b", f"  # {caption}", f"  {command}"]
+    return "\n".join(lines)
 
 
 def _version(value: bool) -> None:
@@ -84,6 +127,7 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
     app = typer.Typer(
         name="swarmctl",
         help=HELP,
+        epilog=epilog(ROOT_EXAMPLES),
         no_args_is_help=True,
         add_completion=True,
         pretty_exceptions_enable=False,
@@ -99,6 +143,8 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
                 groups[part] = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help=registry.area_help(part))
                 parent.add_typer(groups[part], name=part)
             parent = groups[part]
-        parent.command(name=tool.cli[-1], help=tool.description, short_help=tool.summary)(_command(tool))
-    doors.add_to(app)
+        parent.command(
+            name=tool.cli[-1], help=tool.description, short_help=tool.summary, epilog=epilog(shown_examples(tool))
+        )(_command(tool))
+    doors.add_to(app, {door: epilog(examples) for door, examples in doors.EXAMPLES.items()})
     return app

@@ -233,10 +233,35 @@ def _fail(error: Any, globals_: Any) -> None:
     raise typer.Exit(exit_status(envelope))
 
 
-def add_to(app: typer.Typer) -> None:
-    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.")(mcp)
-    app.command(name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.")(call)
-    app.command(name="completion", help=COMPLETION_HELP, short_help="Print the shell completion script for bash, zsh or fish.")(completion)
+# Each door's examples, as --help ends with them and its man page shows them: (caption, command).
+EXAMPLES = {
+    "mcp": [
+        ("Serve the store in ./store as agent/worker-17 (what an MCP client's configuration runs).", "swarmctl mcp --repo ./store --as agent/worker-17"),
+    ],
+    "call": [
+        ("The two newest ops, called as an MCP client would.", """swarmctl call op_log '{"limit": 2}'"""),
+        ("Undo op 6, the arguments read from stdin.", """echo '{"op": 6}' | swarmctl --as agent/worker-17 call undo -"""),
+        ("Many calls, one JSON object a line; one envelope a line back.", "swarmctl --as agent/worker-17 call --lines < calls.jsonl"),
+    ],
+    "completion": [
+        ("Complete swarmctl's commands, ops and refs in bash (in ~/.bashrc).", 'eval "$(swarmctl completion bash)"'),
+        ("The same for fish, once.", "swarmctl completion fish > ~/.config/fish/completions/swarmctl.fish"),
+    ],
+}
+
+
+def add_to(app: typer.Typer, epilogs: dict[str, str | None]) -> None:
+    """Add the doors to `app`, each --help ending with `epilogs[name]` (its EXAMPLES, as app.py writes them)."""
+    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.", epilog=epilogs["mcp"])(mcp)
+    app.command(
+        name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.", epilog=epilogs["call"]
+    )(call)
+    app.command(
+        name="completion",
+        help=COMPLETION_HELP,
+        short_help="Print the shell completion script for bash, zsh or fish.",
+        epilog=epilogs["completion"],
+    )(completion)
 
 
 DOORS = ("mcp", "call", "completion")

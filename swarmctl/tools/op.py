@@ -2,6 +2,9 @@
 
 This module defines `op log`, `op show` and `op undo`; `op revert` and `op restore` are in
 revert.py and restore.py (registry.AREAS). The first paragraph here is `swarmctl op --help`'s.
+
+Why this module is long: it declares three tools whole, each with its request and result types,
+its function and its examples (EXAMPLES, every one a parity case), as an area module does.
 """
 
 from typing import Annotated, Any, Literal

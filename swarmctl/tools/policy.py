@@ -125,11 +125,11 @@ def policy_check(ctx: Context, req: PolicyCheckReq) -> PolicyCheckResult:
     reason (a compare-and-swap conflict, a missing ref) is still `allowed`: the policy does not
     forbid it. An unknown tool, or one this cannot predict (`init`, `demo`, `store copy`), is
     E_INVALID_ARG."""
-    from swarmctl import registry, schemas
+    from swarmctl import schemas
     from swarmctl.tools.workflow import policy_refusal
 
     actor = names.check_actor(req.actor)
-    tool = registry.by_name().get(req.tool)
+    tool = ctx.tools().get(req.tool) if ctx.tools else None
     if tool is None or not (not tool.mutates or tool.name in REHEARSED or tool.name.startswith("workflow_")):
         raise SwarmError(
             "E_INVALID_ARG",
