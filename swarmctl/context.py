@@ -6,6 +6,7 @@ tool cannot tell which door called it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -32,23 +33,32 @@ class OpenStores:
     """
 
     def __init__(self) -> None:
-        self._open: dict[Path, tuple[Store, tuple[int, int] | None]] = {}
+        self._open: dict[str, tuple[Store, tuple[int, int] | None]] = {}
+        # Where each (--repo as given, working directory) led, found once for the door's life.
+        self._targets: dict[tuple[str | None, Path], str | Path] = {}
+
+    def target(self, ctx: "Context") -> str | Path:
+        key = (ctx.repo, ctx.cwd)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = ctx.target()
+        return found
 
     def get(self, where: str | Path) -> tuple[Store, bool]:
         """The store at `where`, and whether it is held here (else the caller closes it)."""
         if is_url(where):
             return Store.open(where), False
-        path = Path(where)
-        held = self._open.get(path)
-        identity = _file_identity(path / DB_FILE)
+        key = str(where)
+        held = self._open.get(key)
+        identity = _file_identity(os.path.join(key, DB_FILE))
         if held is not None:
             store, opened_as = held
             if opened_as == identity:
                 return store, True
-            del self._open[path]
+            del self._open[key]
             store.close()
-        store = Store.open(path)
-        self._open[path] = (store, identity)
+        store = Store.open(Path(where))
+        self._open[key] = (store, identity)
         return store, True
 
     def close(self) -> None:
@@ -57,9 +67,9 @@ class OpenStores:
         self._open.clear()
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
+def _file_identity(path: str) -> tuple[int, int] | None:
     try:
-        found = path.stat()
+        found = os.stat(path)
     except OSError:
         return None
     return found.st_dev, found.st_ino
@@ -128,7 +138,7 @@ class Context:
     def store(self) -> Store:
         if self._store is None:
             if self._stores is not None:
-                self._store, self._borrowed = self._stores.get(self.target())
+                self._store, self._borrowed = self._stores.get(self._stores.target(self))
             else:
                 self._store = Store.open(self.target(), readonly=self.readonly)
         return self._store

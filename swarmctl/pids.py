@@ -85,9 +85,43 @@ def group_alive(pgid: int | None, start: str | None) -> bool:
         return start is None or leader[19] == start
     if leader is not None and start is not None and leader[19] != start:
         return False  # a zombie of another process that reused the pid
+    return bool(_members(pgid, first_only=True))
+
+
+def _members(pgid: int, first_only: bool = False) -> list[int]:
+    """The live (not zombie) processes of group `pgid`, from /proc."""
+    found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             fields = _stat(int(entry.name))
             if fields is not None and fields[0] not in ("Z", "X") and fields[2] == str(pgid):
-                return True
-    return False
+                found.append(int(entry.name))
+                if first_only:
+                    break
+    return found
+
+
+def wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    """After SIGKILL to group `pgid`: wait until each of its processes has ended, on a pidfd
+    each (the wait ends the moment the last one does), at most `timeout_s`. Whether it is gone.
+    A killed process takes a moment to end; until then the group still runs."""
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (members := _members(pgid) if _has_proc() else []):
+        for pid in members:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # ended and reaped since the scan (or no pidfd here: scan again)
+                continue
+            try:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                    return False
+            finally:
+                os.close(fd)
+        if time.monotonic() >= deadline:
+            return False
+    return not group_alive(pgid, None)

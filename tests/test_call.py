@@ -186,3 +186,37 @@ def test_open_stores_keep_one_connection_per_store_until_the_file_is_replaced(sw
         assert again is not held and again.conn.execute("SELECT COUNT(*) FROM ops").fetchone() == (1,)
     finally:
         stores.close()
+
+
+def test_call_lines_checks_the_newest_op_again_once_another_process_wrote(sw):
+    """A door skips re-checking the newest op's hash while that op is its own last write and no
+    other connection has committed since (SQLite's data_version); an edit made in between by
+    anyone else is still refused (E_STORE_CORRUPT), as on a fresh process."""
+    import sqlite3
+
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    door = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
+    )
+
+    def call(name: str, target: str) -> dict:
+        door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": name, "target": target}}))
+        door.stdin.flush()
+        return json.loads(door.stdout.readline())
+
+    try:
+        assert call("a", ids["base"])["result"]["op"] == 7
+        assert call("b", ids["base"])["result"]["op"] == 8  # its own op: not hashed again
+        with sqlite3.connect(sw.store / "swarmops.db") as db:  # another process edits op 8
+            db.execute("UPDATE ops SET description = 'edited' WHERE op = 8")
+        refused = call("c", ids["base"])
+        assert (refused["ok"], refused["error"]["code"]) == (False, "E_STORE_CORRUPT"), refused
+        assert "hash_chain" in [p["code"] for p in refused["error"]["details"]["problems"]]
+    finally:
+        door.stdin.close()
+        door.wait(timeout=120)
+        door.stdout.close()
+        door.stderr.close()

@@ -13,7 +13,7 @@ import pytest
 
 from core_helpers import ALICE, tamper
 from swarm import Ran
-from wfkit import Kit, envelope
+from wfkit import WAIT_S, Kit, envelope
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -313,7 +313,7 @@ def test_an_interrupted_step_must_be_acknowledged_and_is_then_left_alone(sw, kit
     try:
         kit.wait_for_mark("deploy", proc)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=WAIT_S)
     finally:
         kit.kill_hung("deploy")
     wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
@@ -335,7 +335,7 @@ def test_a_rollback_killed_half_way_continues_after_acknowledgement(sw, kit, gol
         kit.wait_for_mark("undeploy", first)  # notify is undone; deploy's undo is in flight
         held = kit("workflow", "rollback", wf, "--confirm", "--include-completed")
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.wait(timeout=WAIT_S)
     finally:
         kit.kill_hung("undeploy")
     preview = kit("workflow", "rollback", wf, "--include-completed")
@@ -436,7 +436,7 @@ def test_a_rollback_command_that_outlives_its_killed_rollback_is_not_run_twice(s
     pgid = kit.wait_for_ticks("undeploy", first)
     try:
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.wait(timeout=WAIT_S)
         status = kit("workflow", "status", wf, actor=None).result
         again = kit("workflow", "rollback", wf, "--confirm", "--include-completed", "--acknowledge-unknown-effects", "all")
         assert kit.still_ticking("undeploy")

@@ -13,7 +13,7 @@ import pytest
 
 from core_helpers import ALICE
 from swarm import swarmctl_argv
-from wfkit import SECRET, Kit
+from wfkit import SECRET, WAIT_S, Kit
 
 # The tests of what a workflow does to the store run on both kinds of store; those that look
 # into SQLite's files, or only at processes, on SQLite.
@@ -176,7 +176,7 @@ def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, gol
         # The store is not locked while the command runs: others write without waiting.
         other = kit("ref", "set", "elsewhere", kit.c1, "--create", env={"SWARMCTL_LOCK_TIMEOUT": "0.5"})
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=WAIT_S)  # only a hang reaches it: the wait ends when the process does
     finally:
         kit.kill_hung("deploy")
     assert (live["workflow"]["state"], live["steps"][1]["status"], live["workflow"]["owner"]["alive"]) == ("running", "running", True)
@@ -280,7 +280,7 @@ def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_t
         stdout=subprocess.PIPE, stderr=secondary, text=True,
     )
     os.close(secondary)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=WAIT_S)
     seen = b""
     while True:
         try:
@@ -306,7 +306,7 @@ def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
     try:
         kit.wait_for_mark("deploy", proc)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=WAIT_S)
     finally:
         kit.kill_hung("deploy")
     assert proc.returncode == 130
@@ -354,7 +354,7 @@ def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_
     pgid = kit.wait_for_ticks("deploy", proc)
     try:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=WAIT_S)
         wf = kit("workflow", "list", actor=None).result["workflows"][0]
         status = kit("workflow", "status", wf["id"], actor=None).result
         retry = kit("workflow", "resume", wf["id"], "--retry", "deploy")
@@ -393,7 +393,7 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     proc = kit.popen("workflow", "run", "flow.toml")
     pgid = kit.wait_for_ticks("deploy", proc)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=20)
+    out, _ = proc.communicate(timeout=WAIT_S)
     from swarmctl import pids
 
     alive = pids.group_alive(pgid, None)
@@ -422,7 +422,7 @@ def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupt
     proc = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
     pgid = kit.wait_for_ticks("undeploy", proc)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=20)
+    proc.communicate(timeout=WAIT_S)
     alive = pids.group_alive(pgid, None)
     kit.kill_group(pgid)
     assert not alive, "the rollback command outlived SIGTERM to swarmctl"
@@ -448,8 +448,8 @@ def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
         db.execute("UPDATE workflows SET owner_pid = ?, owner_start = ?, owner_actor = 'human/bob' WHERE id = ?", (me.pid, me.start, wf))
     try:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
-        alive = pids.group_alive(pgid, None)
+        proc.communicate(timeout=WAIT_S)
+        alive = pids.group_alive(pgid, None)  # swarmctl returns only once its command's group is gone
     finally:
         kit.kill_group(pgid)
     assert proc.returncode == 130 and not alive

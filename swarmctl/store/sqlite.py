@@ -60,6 +60,8 @@ class SqliteStore(Store):
 
     def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
         super().__init__(str(path), conn, readonly, writable, path=path)
+        self._version: int | None = None  # PRAGMA data_version in this write transaction
+        self._sealed_at: int | None = None  # ... in the last one that committed an op
 
     # --- opening -------------------------------------------------------------------------
 
@@ -194,6 +196,7 @@ class SqliteStore(Store):
 
     def _begin_write(self) -> str:
         self.conn.execute("BEGIN IMMEDIATE")
+        self._version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         return _next_time(self.conn)
 
     def _next_op(self) -> None:
@@ -201,6 +204,13 @@ class SqliteStore(Store):
 
     def _commit(self, writer: Writer) -> None:
         self.conn.execute("COMMIT")
+        if writer.op is not None:
+            self._sealed_at = self._version
+
+    def _head_is_own(self) -> bool:
+        # PRAGMA data_version changes when another connection commits, never for this one's own
+        # commits: unchanged since this connection committed its op, the newest op is that op.
+        return self._sealed_at is not None and self._sealed_at == self._version
 
     def _rollback(self) -> None:
         if self.conn.in_transaction:

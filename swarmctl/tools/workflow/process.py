@@ -32,6 +32,9 @@ TAIL_BYTES = 4096
 # secret is hidden whole, never cut in two first (which would leave a part no scrub finds).
 SCRUB_BYTES = 1 << 20
 KILL_GRACE_S = 1.0
+# How long a killed command's processes may take to end before swarmctl stops waiting for them
+# (a process stuck in the kernel ignores even SIGKILL until it returns).
+KILLED_GONE_S = 10.0
 
 
 class CommandOutcome(NamedTuple):
@@ -242,6 +245,9 @@ def _exited(proc: Any, within_s: float) -> bool:
 
 
 def _kill_group(proc: Any) -> None:
+    """SIGTERM to the command's group; SIGKILL to what is left of it once the leader ends, or
+    after KILL_GRACE_S; then wait until every process of the group has ended, so that a caller
+    (and whoever reads the step next) never sees a killed command still running."""
     import signal
     import subprocess
 
@@ -252,15 +258,14 @@ def _kill_group(proc: Any) -> None:
             pass
         try:
             proc.wait(timeout=wait)
-            if sig == signal.SIGTERM:
-                # The leader is gone; make sure nothing else of its group lingers.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the leader is gone; nothing else of its group lingers
+    except ProcessLookupError:
+        pass
+    pids.wait_group_gone(proc.pid, KILLED_GONE_S)
 
 
 def _tail(f: Any, hidden: Sequence[str]) -> str:
