@@ -102,6 +102,9 @@ POLICIES = {
     "admins.toml": 'admins = ["human/*"]\n',
     "self-approval.toml": "[approve]\nself = false\n",
     "runs.toml": '[run]\ndefinitions = ["/srv/workflows/**"]\n',
+    "agents-run.toml": '[run]\nactors = ["agent/*"]\ndefinitions = ["/**"]\n',
+    "agents-approve.toml": '[approve]\nactors = ["agent/*"]\n',
+    "undo-others.toml": '[undo]\nothers = ["human/*"]\n',
 }
 SET_POLICY = ("policy", "set", "policy.toml")
 
@@ -150,6 +153,12 @@ CASES: dict[str, list[Case]] = {
             setup=(SET_POLICY,),
             files=POLICIES,
         ),  # allowed
+        Case(
+            ("policy", "check", "--actor", AGENT, "workflow_approve", '{"workflow": "{workflow}"}'),
+            {"actor": AGENT, "tool": "workflow_approve", "arguments": {"workflow": WORKFLOW}},
+            setup=(("policy", "set", "self-approval.toml"), RUN),
+            files={**FLOWS, **POLICIES},
+        ),  # approve.self, asked without running anything
     ],
     "ref_list": [Case(("ref", "list", "--prefix", "release/"), {"prefix": "release/"})],
     "ref_show": [Case(("ref", "show", "main"), {"name": "main"}), Case(("ref", "show", "nope"), {"name": "nope"})],
@@ -167,6 +176,7 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "4"), {"op": 4}, setup=(("policy", "set", "admins.toml"),), files=POLICIES),  # undo.others unset: E_CAS_MISMATCH as without a policy
         Case(("op", "undo", "4"), {"op": 4}, setup=(SET_POLICY,), files=POLICIES),  # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
         Case(("op", "undo", "@"), {"op": "@"}, setup=(SET_POLICY,), files=POLICIES),  # @ is the policy_set: it is taken back
+        Case(("op", "undo", "6"), {"op": 6}, setup=(("policy", "set", "undo-others.toml"),), files=POLICIES),  # its own op: allowed
     ],
     "op_revert": [
         Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}),  # ops 3, 5, 6: main and release/v1 back
@@ -233,6 +243,7 @@ CASES: dict[str, list[Case]] = {
         Case(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, files=FLOWS),  # E_STEP_FAILED
         Case(("workflow", "run", "missing.toml"), {"file": "missing.toml"}),  # E_INVALID_ARG, nothing created
         Case(RUN, {"file": "release.toml"}, setup=(("policy", "set", "runs.toml"),), files={**FLOWS, **POLICIES}),  # run.definitions: E_FORBIDDEN
+        Case(RUN, {"file": "release.toml"}, setup=(("policy", "set", "agents-run.toml"),), files={**FLOWS, **POLICIES}),  # run: allowed
     ],
     "workflow_status": [
         Case(("workflow", "status", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),
@@ -255,6 +266,9 @@ CASES: dict[str, list[Case]] = {
         Case(
             APPROVE, {"workflow": WORKFLOW}, setup=(("policy", "set", "self-approval.toml"), RUN), files={**FLOWS, **POLICIES}
         ),  # approve.self: its creator may not approve its gate, E_FORBIDDEN
+        Case(
+            APPROVE, {"workflow": WORKFLOW}, setup=(("policy", "set", "agents-approve.toml"), RUN), files={**FLOWS, **POLICIES}
+        ),  # approve.actors: allowed
     ],
     "workflow_resume": [
         Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),
