@@ -16,6 +16,7 @@ from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
+from swarmctl.twice import twice
 from swarmctl.spec import MAX_INT, Range, Tool, cli_of, long_flag
 
 GROUP_HELP = {
@@ -104,7 +105,7 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
             repeatable = bool(cli.parse) or get_origin(_is_optional(hints[f.name])[0]) is list
             for flag in {long_flag(f), *cli.flags}:
                 own[flag] = (long_flag(f), hints[f.name] is not bool, repeatable)
-    counts: dict[str, int] = {}
+    given: list[str] = []  # the single-valued options, as often as they were given
     path, in_command, i = list(tool.cli), False, 0
     while i < len(args):
         word = args[i]
@@ -120,14 +121,14 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
                 i += 1
                 continue
             if not repeatable:
-                counts[key] = counts.get(key, 0) + 1
+                given.append(key)
             if takes_value and not joined:
                 i += 1  # the option's value, whatever it looks like
         elif not in_command and path and word == path[0]:
             path.pop(0)
             in_command = not path
         i += 1
-    return [key for key, count in counts.items() if count > 1]
+    return twice(given)
 
 
 def _version(value: bool) -> None:

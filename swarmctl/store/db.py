@@ -313,8 +313,8 @@ class Writer:
         ).fetchone()[0]
         for seq, m in enumerate(moves):
             self.conn.execute(
-                "INSERT INTO ref_moves(op, seq, name, old, new) VALUES (?, ?, ?, ?, ?)",
-                (op, seq, m.name, m.old, m.new),
+                "INSERT INTO ref_moves(op, seq, name, old, new, actor, kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (op, seq, m.name, m.old, m.new, self.actor, kind),
             )
             if m.new is None:
                 self.conn.execute("DELETE FROM refs WHERE name = ?", (m.name,))
