@@ -14,6 +14,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool
 from swarmctl.store import Move, conflicts, policies, queries, txs
+from swarmctl.tools.tx.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.common import RefMove, resolve_changeset
 from swarmctl.tools.tx.models import (
     TxBeginResult,

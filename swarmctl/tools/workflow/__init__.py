@@ -35,6 +35,7 @@ from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.workflow import guards, views
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
@@ -98,7 +99,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     workflows) and `[run] definitions` (which files, matched after resolving symlinks). A store
     step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import definition, execute, records
 
     actor = ctx.require_actor()
@@ -108,7 +109,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     store = ctx.store()
     with store.write(actor) as w:
         rules.refuse(rules.may_run(w.policy, actor, str(path.resolve())))  # symlinks resolved
-        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
+        wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -181,7 +182,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     Resuming another actor's workflow may be forbidden by the store's policy (`[workflow]
     others`: E_FORBIDDEN).
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import execute, records
 
     actor = ctx.require_actor()
@@ -194,7 +195,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", pids.me())
+        records.claim(w, wf.id, "running", hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()

@@ -66,7 +66,9 @@ from swarmctl.tools.workflow.models import (
     UnknownEffect,
     Unmeasured,
 )
-from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, orphaned_command
+from swarmctl.tools.workflow.records import (
+    STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, holder, orphaned_command,
+)
 
 
 class Radius(NamedTuple):
@@ -237,35 +239,9 @@ def blockers(
             found.append(StepBlocker(
                 "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
             ))
-    state = wf.observed
-    orphan = orphaned_command(wf)
-    if state not in WORKFLOW_STATES:
-        found.append(Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise"))
-    elif orphan is not None:
-        found.append(CommandRunningBlocker(
-            "command_running",
-            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
-            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
-            orphan.name,
-            orphan.command_pid,
-        ))
-    elif held_by_other(wf):
-        found.append(HeldBlocker(
-            "workflow_state",
-            f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
-            {"pid": wf.owner_pid, "actor": wf.owner_actor},
-        ))
-    elif state in ("pending", "cancelled", "rolled_back"):
-        why = {
-            "pending": "it has not started, so there is nothing to roll back",
-            "cancelled": "a cancelled workflow stays as it was left",
-            "rolled_back": "it was rolled back already",
-        }[state]
-        found.append(Blocker("workflow_state", f"the workflow is {state}: {why}"))
-    elif state == "completed" and not include_completed:
-        found.append(Blocker(
-            "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
-        ))
+    state_blocker = _state_blocker(wf, include_completed)
+    if state_blocker is not None:
+        found.append(state_blocker)
     unacknowledged = [e.step for e in lists["unknown_effects"] if not e.acknowledged]
     if unacknowledged:
         found.append(UnacknowledgedBlocker(
@@ -293,3 +269,37 @@ def blockers(
             preview_id,
         ))
     return found
+
+
+def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
+    """What the workflow's state (or a command of it still running) says against confirming."""
+    state = wf.observed
+    orphan = orphaned_command(wf)
+    if state not in WORKFLOW_STATES:
+        return Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise")
+    if orphan is not None:
+        return CommandRunningBlocker(
+            "command_running",
+            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
+            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
+            orphan.name,
+            orphan.command_pid,
+        )
+    if held_by_other(wf):
+        return HeldBlocker(
+            "workflow_state",
+            f"the workflow is {state}, held by a live process ({holder(wf)})",
+            {"pid": wf.owner_pid, "actor": wf.owner_actor},
+        )
+    if state in ("pending", "cancelled", "rolled_back"):
+        why = {
+            "pending": "it has not started, so there is nothing to roll back",
+            "cancelled": "a cancelled workflow stays as it was left",
+            "rolled_back": "it was rolled back already",
+        }[state]
+        return Blocker("workflow_state", f"the workflow is {state}: {why}")
+    if state == "completed" and not include_completed:
+        return Blocker(
+            "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
+        )
+    return None
