@@ -71,8 +71,10 @@ class Context:
         readonly: bool = True,
         _store: Store | None = None,
         stores: OpenStores | None = None,
+        auth: str | None = None,
     ) -> None:
         self.repo = repo
+        self._auth = auth  # set by a door that checked the actor itself ("token")
         self.actor = actor
         self.cwd = cwd if cwd is not None else Path.cwd()
         self.readonly = readonly
@@ -88,7 +90,10 @@ class Context:
 
     @property
     def auth(self) -> str:
-        """How the actor was established: "trust" (declared, and well-formed) or "none"."""
+        """How the actor was established: as the door says ("token"), else "trust" (declared,
+        and well-formed) or "none"."""
+        if self._auth is not None:
+            return self._auth
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout.
+MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout, or over HTTP.
 
 An MCP client starts this command and talks JSON-RPC to it, one message a line. `tools/list`
 gives each tool's input schema, output schema (the envelope) and annotations; `tools/call`
@@ -24,6 +24,17 @@ returns the envelope as `structuredContent` and as the text of its one content b
 SWARMCTL_REPO, else the store enclosing the working directory) as the actor of --as; a
 missing store or a failing tool fails that call only, and the server serves on. It ends when
 the client closes stdin.
+
+With --http HOST:PORT (127.0.0.1:8765, [::1]:8765, 0.0.0.0:8765; port 0: any free port) it
+serves the same tools over MCP's Streamable HTTP at http://HOST:PORT/mcp for any number of
+clients, says `listening on http://HOST:PORT/mcp` on stderr, and serves until SIGINT or
+SIGTERM. With --auth token (the default) each request's `Authorization: Bearer TOKEN` names
+its actor (`swarmctl token create ACTOR` makes tokens; meta.auth is "token"); a missing,
+unknown, expired or revoked token is HTTP 401, and --as is refused. --auth trust acts as --as,
+as stdio does, and only on a loopback address. Requests whose Host is not an allowed host
+(default: the bound address and, on a loopback or wildcard address, 127.0.0.1, localhost and
+[::1] with its port) get HTTP 421; an Origin that is not allowed gets 403. A workflow_run of
+a workflow with command steps is E_FORBIDDEN unless --allow-run.
 """
 
 CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and print its envelope.
@@ -56,6 +67,25 @@ def mcp(
         Optional[str],
         typer.Option("--as", metavar="ACTOR", help="Who the server acts as, as the global --as.", show_default=False),
     ] = None,
+    http: Annotated[
+        Optional[str],
+        typer.Option("--http", metavar="HOST:PORT", help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio.", show_default=False),
+    ] = None,
+    auth: Annotated[
+        Optional[str],
+        typer.Option("--auth", metavar="token|trust", help="With --http: token (each request's bearer token names its actor; the default) or trust (act as --as; loopback only).", show_default=False),
+    ] = None,
+    allowed_host: Annotated[
+        Optional[list[str]],
+        typer.Option("--allowed-host", metavar="HOST[:PORT]", help="With --http: a Host header to accept besides the defaults (repeatable), e.g. the name a proxy passes.", show_default=False),
+    ] = None,
+    allowed_origin: Annotated[
+        Optional[list[str]],
+        typer.Option("--allowed-origin", metavar="ORIGIN", help="With --http: an Origin header to accept (repeatable), e.g. https://mcp.example.com.", show_default=False),
+    ] = None,
+    allow_run: Annotated[
+        bool, typer.Option("--allow-run", help="With --http: let workflow_run run workflows with command steps on this host.")
+    ] = False,
 ) -> None:
     from swarmctl import names
     from swarmctl.envelope import SwarmError
@@ -73,6 +103,14 @@ def mcp(
         limits.max_json_depth(), limits.max_input_bytes()  # a bad setting fails here, not mid-serve
     except SwarmError as exc:
         _fail(exc, globals_)
+    http_only = {"--auth": auth, "--allowed-host": allowed_host, "--allowed-origin": allowed_origin, "--allow-run": allow_run or None}
+    if http is not None:
+        _serve_http(globals_, http, auth or "token", allowed_host or [], allowed_origin or [], allow_run)
+    given = [flag for flag, value in http_only.items() if value]
+    if given:
+        from typer._click.exceptions import UsageError
+
+        raise UsageError(f"{', '.join(given)}: only with --http HOST:PORT", ctx=cli_ctx)
     if sys.stdin.isatty():
         print(
             "swarmctl mcp: serving MCP on stdin/stdout for an MCP client (Ctrl-D ends).",
@@ -81,6 +119,19 @@ def mcp(
     from swarmctl import mcp as server
 
     raise typer.Exit(server.serve(globals_.repo, globals_.actor))
+
+
+def _serve_http(globals_: Any, address: str, auth: str, hosts: list[str], origins: list[str], allow_run: bool) -> None:
+    from swarmctl import mcp_http
+    from swarmctl.envelope import SwarmError
+
+    try:
+        host, port = mcp_http.parse_address(address)
+        options = mcp_http.Options(host, port, globals_.repo, globals_.actor, auth, hosts, origins, allow_run)
+        mcp_http.check(options)
+        raise typer.Exit(mcp_http.serve(options))
+    except SwarmError as exc:
+        _fail(exc, globals_)
 
 
 def _complete_tools(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
@@ -236,7 +287,7 @@ def _fail(error: Any, globals_: Any) -> None:
 
 
 def add_to(app: typer.Typer) -> None:
-    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.")(mcp)
+    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout or HTTP.")(mcp)
     app.command(name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.")(call)
     app.command(name="completion", help=COMPLETION_HELP, short_help="Print the shell completion script for bash, zsh or fish.")(completion)
 
