@@ -1,5 +1,8 @@
-"""Helpers of the core's tests: stores with a known history, and looking at a store's files
-and tables directly (with sqlite3, not through swarmctl) to check what a command did to them."""
+"""Helpers of the core's tests: the actors, stores with a known history, and looking at a store's
+files and tables directly (with sqlite3, not through swarmctl) to check what a command did to them.
+
+A pytest plugin (conftest.py loads it through `pytest_plugins`): its fixture `frozen_clock`
+reaches every test without an import; the rest is imported by name."""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from conftest import SUBPROCESS, Swarm, build_golden_store, swarmctl_argv
 
+from swarm import SUBPROCESS, Swarm, swarmctl_argv
 from swarmctl import names
 from swarmctl.store.check import check_store
 
@@ -44,6 +47,21 @@ UNDO_REFERENCE_TEXT = (
     '"new":"[c1]","actor":"agent/worker-17","at":"[at]"}],"already_applied":false},'
     '"meta":{"repo":"[tmp]/store","elapsed_ms":"[elapsed_ms]","resolved":{},"auth":"trust"}}'
 )
+
+
+def build_golden_store(sw: Swarm) -> dict[str, str]:
+    """The store of reference/swarmops-undo.md, made with swarmctl commands: op 6 is
+    agent/worker-17 moving release/v1. Returns the changeset ids by name."""
+    repo = str(sw.store)
+    alice = ("--repo", repo, "--as", ALICE)
+    agent = ("--repo", repo, "--as", AGENT)
+    sw.ok("--as", ALICE, "init", repo)  # op 1
+    base = sw.ok(*alice, "changeset", "create", "-m", "Initial import", "--ref", "main")["changeset"]["id"]  # 2
+    sw.ok(*agent, "changeset", "create", "-m", "Add release notes", "--ref", "main")  # 3
+    sw.ok(*alice, "ref", "set", "release/v1", base, "--create")  # 4
+    fix = sw.ok(*agent, "changeset", "create", "-m", "Fix flaky deploy check", "--ref", "main")["changeset"]["id"]  # 5
+    sw.ok(*agent, "ref", "set", "release/v1", fix[:12], "--expect", base[:12])  # 6
+    return {"base": base, "fix": fix}
 
 
 def as_(sw: Swarm, actor: str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 
-from conftest import swarmctl_argv
+from swarm import swarmctl_argv
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -12,6 +12,8 @@ import sys
 import pytest
 
 from core_helpers import ALICE, as_, connect, op_count, problems
+from pgcluster import remove_cluster, start_cluster
+from swarm import Swarm
 
 BOTH = pytest.mark.backends("sqlite", "postgres")
 POSTGRES = pytest.mark.backends("postgres")
@@ -136,8 +138,6 @@ def test_a_lost_commit_is_looked_up_by_its_request_id(sw):
 @POSTGRES
 def test_the_server_stopped_mid_run_is_e_unavailable(tmp_path_factory, monkeypatch):
     """A cluster of its own, stopped between two commands: E_UNAVAILABLE, exit 11."""
-    from conftest import Swarm
-    from pgcluster import remove_cluster, start_cluster
 
     cluster = start_cluster()
     try:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import build_golden_store
+from core_helpers import build_golden_store
 from swarmctl import registry
 
 

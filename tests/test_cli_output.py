@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from conftest import build_golden_store, swarmctl_argv
+from core_helpers import build_golden_store
+from swarm import swarmctl_argv
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

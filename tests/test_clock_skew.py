@@ -13,12 +13,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import SUBPROCESS
+from core_helpers import ALICE
+from swarm import SUBPROCESS
 from swarmctl import names
 from swarmctl.store import queries
 from swarmctl.store.schema import DB_FILE
-
-ALICE = "human/alice"
 
 pytestmark = pytest.mark.skipif(SUBPROCESS, reason="the clock is set in this process")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE, AGENT, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
-from conftest import build_golden_store, swarmctl_argv
+from core_helpers import AGENT, ALICE, as_, build_golden_store, connect, file_digests, op_count, paused_at_commit, problems, refs
+from swarm import swarmctl_argv
 
 from swarmctl.store import Move, Store
 

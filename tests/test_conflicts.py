@@ -4,8 +4,7 @@ Writer.append_op, which no tool reaches (each checks first), and `moved_by` with
 a baseline."""
 
 import pytest
-from conftest import build_golden_store
-from core_helpers import ALICE, op_count, problems, refs
+from core_helpers import ALICE, build_golden_store, op_count, problems, refs
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Move, Store, conflicts

@@ -13,9 +13,7 @@ import json
 
 import pytest
 
-from conftest import build_golden_store
-
-AGENT = "agent/worker-17"
+from core_helpers import AGENT, build_golden_store
 
 
 @pytest.fixture

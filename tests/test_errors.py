@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from core_helpers import AGENT, ALICE, as_, build_golden_store, file_digests, fold_wal, op_count, paused_at_commit
+from swarm import swarmctl_argv
 from swarmctl.store.schema import FORMAT_VERSION
-from core_helpers import AGENT, ALICE, as_, file_digests, fold_wal, op_count, paused_at_commit
-from conftest import build_golden_store, swarmctl_argv
 
 
 def digests_after(sw, store: Path, *commands: tuple[str, ...]) -> list:

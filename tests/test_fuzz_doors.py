@@ -9,8 +9,7 @@ import string
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from conftest import build_golden_store
-from core_helpers import AGENT, as_, problems
+from core_helpers import AGENT, as_, build_golden_store, problems
 from mcp_client import RawServer
 
 from swarmctl import registry

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_golden_store, swarmctl_argv
+from core_helpers import build_golden_store
 from golden import ROOT
+from swarm import swarmctl_argv
 from swarmctl import gen
 
 FIX = f"run `{gen.COMMAND}` and commit the result"

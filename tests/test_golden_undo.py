@@ -1,8 +1,7 @@
 """The golden example of reference/swarmops-undo.md: undo op 6 that moved release/v1."""
 
 import pytest
-from conftest import build_golden_store
-from core_helpers import UNDO_REFERENCE_TEXT
+from core_helpers import UNDO_REFERENCE_TEXT, build_golden_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

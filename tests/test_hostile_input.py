@@ -9,9 +9,9 @@ outside a tool's arguments included) and serves on; it never runs a call whose `
 import json
 import subprocess
 
-from conftest import build_golden_store, swarmctl_argv
-from core_helpers import AGENT, ALICE, as_, op_count, problems, refs
+from core_helpers import AGENT, ALICE, as_, build_golden_store, op_count, problems, refs
 from mcp_client import RawServer
+from swarm import swarmctl_argv
 
 from swarmctl import limits
 

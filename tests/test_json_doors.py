@@ -11,8 +11,7 @@ import json
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import AGENT, ALICE, as_, op_count, refs
+from core_helpers import AGENT, ALICE, as_, build_golden_store, op_count, refs
 from mcp_client import McpClient
 from wfkit import Kit
 

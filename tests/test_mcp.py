@@ -9,8 +9,7 @@ import pytest
 
 import swarmctl
 
-from conftest import build_golden_store
-from core_helpers import UNDO_REFERENCE_TEXT
+from core_helpers import UNDO_REFERENCE_TEXT, build_golden_store
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarmctl import registry, schemas

@@ -7,9 +7,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from conftest import build_golden_store, swarmctl_argv
-from core_helpers import AGENT, ALICE, as_, refs
+from core_helpers import AGENT, ALICE, as_, build_golden_store, refs
 from mcp_client import McpClient
+from swarm import swarmctl_argv
 
 
 def clean_run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@
 import pytest
 import time
 
-from core_helpers import AGENT, ALICE, as_, build_log_store
+from core_helpers import AGENT, ALICE, as_, build_golden_store, build_log_store
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -165,7 +165,6 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     from swarmctl.spec import JsonRows, plain
     from swarmctl.tools.op import OpRecord
 
-    from conftest import build_golden_store
 
     build_golden_store(sw)
     sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # an undone op, so undone_by is set somewhere

@@ -28,19 +28,17 @@ from typing import Any, NamedTuple
 import jsonschema
 import pytest
 
-from conftest import Swarm, build_golden_store
-from core_helpers import op_count, refs
+from core_helpers import AGENT, build_golden_store, op_count, refs
 from golden import Normalizer
 from mcp_client import McpClient
+from swarm import Swarm
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
 from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
 
-ACTOR = "agent/worker-17"
-
 
 class Case(NamedTuple):
-    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as ACTOR`
+    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as AGENT`
     arguments: dict[str, Any]  # the same call's MCP arguments
     setup: tuple[tuple[str, ...], ...] = ()  # commands run on the golden store first, as above; each must succeed, or be a Fails
     files: dict[str, str] = {}  # files written to the working directory first (--file, workflows, their scripts)
@@ -58,7 +56,7 @@ class Fails(tuple):
         return command
 
 
-# Transactions: the setup commands, run as ACTOR (the transaction is theirs).
+# Transactions: the setup commands, run as AGENT (the transaction is theirs).
 BEGIN = ("tx", "begin")
 STAGE_V2 = ("tx", "set", "release/v2", "main")
 DELETE_V1 = ("tx", "delete", "release/v1")
@@ -106,7 +104,7 @@ CASES: dict[str, list[Case]] = {
     "ref_list": [Case(("ref", "list", "--prefix", "release/"), {"prefix": "release/"})],
     "ref_show": [Case(("ref", "show", "main"), {"name": "main"}), Case(("ref", "show", "nope"), {"name": "nope"})],
     "op_log": [
-        Case(("op", "log", "-n", "2", "--actor", ACTOR, "--reverse"), {"limit": 2, "actor": ACTOR, "reverse": True}),
+        Case(("op", "log", "-n", "2", "--actor", AGENT, "--reverse"), {"limit": 2, "actor": AGENT, "reverse": True}),
     ],
     "op_show": [Case(("op", "show", "@"), {"op": "@"})],
     "store_check": [Case(("store", "check"), {})],
@@ -118,10 +116,10 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
     ],
     "op_revert": [
-        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}),  # ops 3, 5, 6: main and release/v1 back
+        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}),  # ops 3, 5, 6: main and release/v1 back
         Case(("op", "revert", "--after", "4", "--dry-run"), {"after": 4, "dry_run": True}),
         Case(("op", "revert", "--before", "5"), {"before": 5}),  # ops 5 and 6 moved main and release/v1 since: E_CAS_MISMATCH
-        Case(("op", "revert", "--actor", ACTOR), {"actor": ACTOR}, setup=(("op", "revert", "--actor", ACTOR),)),  # a replay
+        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}, setup=(("op", "revert", "--actor", AGENT),)),  # a replay
         Case(("op", "revert"), {}),  # no filter: E_INVALID_ARG
     ],
     "op_restore": [
@@ -286,7 +284,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(workdir: Path):
-    with McpClient(workdir / "store", ACTOR, cwd=workdir) as client:
+    with McpClient(workdir / "store", AGENT, cwd=workdir) as client:
         yield client
 
 
@@ -300,7 +298,7 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     case = CASES[name][index]
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
-    globals_ = ("--repo", str(sw.store), "--as", ACTOR)
+    globals_ = ("--repo", str(sw.store), "--as", AGENT)
     words, arguments = fill(case.cli, sw.store), fill(case.arguments, sw.store)
 
     cli = sw(*globals_, *words)
@@ -326,7 +324,7 @@ def _golden_store(sw: Swarm, case: Case) -> Path:
     build_golden_store(sw)
     write_files(sw.tmp, case.files)
     for command in case.setup:
-        ran = sw("--repo", str(sw.store), "--as", ACTOR, *fill(tuple(command), sw.store))
+        ran = sw("--repo", str(sw.store), "--as", AGENT, *fill(tuple(command), sw.store))
         if isinstance(command, Fails):
             assert ran.error["code"] == command.code, ran.transcript()
         else:
@@ -348,8 +346,8 @@ def _normalized(text: str, workdir: Path) -> str:
 def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, monkeypatch):
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
-    cli = sw("--repo", str(sw.store), "--as", ACTOR, *case.cli)
-    call = sw("--repo", str(sw.store), "--as", ACTOR, "call", name, json.dumps(case.arguments))
+    cli = sw("--repo", str(sw.store), "--as", AGENT, *case.cli)
+    call = sw("--repo", str(sw.store), "--as", AGENT, "call", name, json.dumps(case.arguments))
     mcp = server.envelope(name, case.arguments)
     for envelope in (cli.envelope, call.envelope, mcp):
         assert envelope["op"] == name and envelope["error"]["code"] == "E_INVALID_ARG", envelope

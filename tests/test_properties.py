@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from core_helpers import file_digests, op_count, problems
+from core_helpers import AGENT, ALICE, file_digests, op_count, problems
 
 from swarmctl import names
 from swarmctl.envelope import ERROR_CODES
@@ -71,7 +71,7 @@ def test_ref_names_git_cannot_be_asked_about():
 
 # --- random command sequences --------------------------------------------------------------------
 
-ACTORS = ["human/alice", "agent/worker-17", "ci/release"]
+ACTORS = [ALICE, AGENT, "ci/release"]
 REF_NAMES = ["main", "release/v1", "feature/x"]
 
 

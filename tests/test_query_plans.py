@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from conftest import build_golden_store
+from core_helpers import build_golden_store
 from swarmctl.store import queries
 from swarmctl.store.schema import DB_FILE
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import swarmctl_argv
 from golden import ROOT, Normalizer
+from swarm import swarmctl_argv
 
 README = ROOT / "README.md"
 SKIP = "# not run by the README test:"

@@ -2,8 +2,7 @@
 show) and `schema`."""
 
 import pytest
-from core_helpers import AGENT, ALICE, FROZEN, as_, file_digests, frozen_clock, op_count, problems, refs  # noqa: F401
-from conftest import build_golden_store
+from core_helpers import AGENT, ALICE, FROZEN, as_, build_golden_store, file_digests, op_count, problems, refs
 
 from swarmctl.store import changesets
 

@@ -5,8 +5,7 @@ Run again, an undo finds the refs as it left them (`already_applied`, exit 0) or
 twice, and for a workflow's store step rolled back after its op was undone and moved again.
 """
 
-from conftest import build_golden_store
-from core_helpers import AGENT, ALICE, as_, op_count, problems, refs
+from core_helpers import AGENT, ALICE, as_, build_golden_store, op_count, problems, refs
 from wfkit import Kit
 
 

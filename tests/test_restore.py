@@ -3,8 +3,7 @@ against the head the preview saw."""
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, file_digests, op_count, problems, refs
-from conftest import build_golden_store
+from core_helpers import AGENT, ALICE, as_, build_golden_store, file_digests, op_count, problems, refs
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

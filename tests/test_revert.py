@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, connect, file_digests, op_count, paused_at_commit, problems, refs
-from conftest import Swarm, build_golden_store, swarmctl_argv
+from core_helpers import AGENT, ALICE, as_, build_golden_store, connect, file_digests, op_count, paused_at_commit, problems, refs
+from swarm import Swarm, swarmctl_argv
 
 from swarmctl.tools.revert import MAX_SELECTION
 

@@ -20,11 +20,10 @@ import pytest
 
 from swarmctl import registry
 
-from conftest import build_golden_store, swarmctl_argv
+from core_helpers import AGENT, build_golden_store
 from golden import ROOT
+from swarm import Swarm, swarmctl_argv
 from swarmctl.gen import completions
-
-AGENT = "agent/worker-17"
 
 WORKFLOW = """\
 name = "ship"
@@ -38,8 +37,6 @@ ref_set = { name = "release/v2", to = "main" }
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     """The golden store, a commit whose message spans lines (op 7), and a completed workflow."""
-    from conftest import Swarm
-
     tmp = tmp_path_factory.mktemp("completion")
     mp = pytest.MonkeyPatch()
     try:

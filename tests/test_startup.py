@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import build_golden_store, swarmctl_argv
+from core_helpers import build_golden_store
+from swarm import swarmctl_argv
 
 # Modules (and packages, with everything under them) a read of the op log must not import.
 SLOW_OR_ELSEWHERE = [

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import AGENT, ALICE, file_digests, op_count
+from core_helpers import AGENT, ALICE, build_golden_store, file_digests, op_count
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

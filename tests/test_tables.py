@@ -15,8 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from conftest import build_golden_store
-from core_helpers import AGENT, frozen_clock  # noqa: F401  (a fixture)
+from core_helpers import AGENT, build_golden_store
 from mcp_client import McpClient
 from swarmctl.cli.tables import Fit, when
 from test_cli_output import ANSI, run_on_terminal
@@ -121,7 +120,7 @@ def test_the_widths_give_what_matters_most_first():
 # --- durations, at every door ----------------------------------------------------------------
 
 
-def test_since_and_until_take_durations_at_the_cli_and_the_json_door(sw, frozen_clock):  # noqa: F811
+def test_since_and_until_take_durations_at_the_cli_and_the_json_door(sw, frozen_clock):
     build_golden_store(sw)
     repo = ("--repo", str(sw.store))
     assert len(sw.ok(*repo, "op", "log", "--since", "90s")["ops"]) == 6

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from conftest import Swarm
 from core_helpers import ALICE, as_, connect, op_count, problems, tamper
+from swarm import Swarm
 from swarmctl import registry
 from swarmctl.store import tokens
 

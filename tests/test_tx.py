@@ -20,36 +20,33 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_golden_store, swarmctl_argv
-from core_helpers import connect, paused_at_commit, problems
+from core_helpers import AGENT, ALICE, build_golden_store, connect, paused_at_commit, problems, refs
+from swarm import Ran, Swarm, swarmctl_argv
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 # Seeds the random tests (read here: the `sw` fixture clears SWARMCTL_* variables).
 SEED = int(os.environ.get("SWARMCTL_TEST_SEED", "20261130"))
-ALICE = "human/alice"
-AGENT = "agent/worker-17"
+
+
+class Staging(Swarm):
+    """A user at the reference store (ops 1-6; main and release/v1 name `fix`), who stages as ALICE."""
+
+    def __init__(self, sw: Swarm) -> None:
+        super().__init__(sw.tmp, sw.monkeypatch, sw.url)
+        self.ids = build_golden_store(self)
+
+    def tx(self, *args: str, actor: str | None = ALICE, **kw) -> Ran:
+        who = ("--as", actor) if actor else ()
+        return self("--repo", str(self.store), *who, "tx", *args, **kw)
+
+    def run(self, *args: str, actor: str = ALICE) -> Ran:
+        return self("--repo", str(self.store), "--as", actor, *args)
 
 
 @pytest.fixture
-def store(sw):
-    """The reference store (ops 1-6; main and release/v1 name `fix`), and helpers to act on it."""
-    ids = build_golden_store(sw)
-    repo = str(sw.store)
-
-    def tx(*args: str, actor: str | None = ALICE, **kw):
-        who = ("--as", actor) if actor else ()
-        return sw("--repo", repo, *who, "tx", *args, **kw)
-
-    def run(*args: str, actor: str = ALICE):
-        return sw("--repo", repo, "--as", actor, *args)
-
-    sw.tx, sw.run, sw.ids = tx, run, ids
-    return sw
-
-
-def refs(sw) -> dict[str, str]:
-    return {r["name"]: r["target"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]}
+def store(sw) -> Staging:
+    return Staging(sw)
 
 
 def newest_op(sw) -> int:
@@ -80,7 +77,7 @@ def test_a_transaction_from_begin_to_commit(store, golden):
 
 
 def test_rollback_of_an_active_transaction_is_ready_and_changes_no_ref(store, golden):
-    before, op_before = refs(store), newest_op(store)
+    before, op_before = refs(store.store), newest_op(store)
     runs = [
         store.tx("begin"),
         store.tx("set", "release/v1", store.ids["base"][:12]),
@@ -90,23 +87,23 @@ def test_rollback_of_an_active_transaction_is_ready_and_changes_no_ref(store, go
         store.tx("status"),
     ]
     assert all(r.exit == 0 for r in runs)
-    assert refs(store) == before and newest_op(store) == op_before
+    assert refs(store.store) == before and newest_op(store) == op_before
     assert store.transcript(*runs) == golden
 
 
 def test_commit_with_a_message_and_its_op_undo(store, golden):
     """The commit's op is undone with `op undo` like any other: every ref it moved goes back."""
-    before = refs(store)
+    before = refs(store.store)
     store.tx("begin")
     store.tx("set", "release/v1", store.ids["base"][:12])
     store.tx("set", "release/v2", "main")
     store.tx("delete", "main")
     commit = store.tx("commit", "-m", "cut v2, retire main")
-    after = refs(store)
+    after = refs(store.store)
     undo = store.run("op", "undo", str(commit.result["op"]))
     replay = store.run("op", "undo", str(commit.result["op"]))
     assert after == {"release/v1": store.ids["base"], "release/v2": store.ids["fix"]}
-    assert refs(store) == before
+    assert refs(store.store) == before
     assert replay.result["already_applied"] is True
     assert store.transcript(commit, undo, replay) == golden
 
@@ -282,7 +279,7 @@ def test_a_conflict_made_by_a_second_actor_between_stage_and_commit(store, golde
         {"name": "release/v1", "expected": fix, "actual": base, "moved_by": [7]}
     ]
     assert newest_op(store) == 7  # nothing written by the commit
-    assert "release/v2" not in refs(store)
+    assert "release/v2" not in refs(store.store)
     assert runs[6].result["state"] == "Conflicted" and runs[6].result["can_commit"] is False
     assert runs[11].result["state"] == "OutOfDate"
     assert runs[12].error["code"] == "E_STATE"
@@ -298,7 +295,7 @@ def test_a_ref_moved_before_it_was_first_staged_is_no_conflict(store):
     status = store.tx("status").result
     assert status["moved"] == []
     assert store.tx("commit").exit == 0
-    assert refs(store)["release/v1"] == store.ids["fix"]
+    assert refs(store.store)["release/v1"] == store.ids["fix"]
 
 
 def test_the_baseline_is_recorded_once_per_ref(store):
@@ -332,7 +329,7 @@ def test_two_actors_with_open_transactions_on_overlapping_refs(store, golden):
         {"name": "main", "expected": fix, "actual": base, "moved_by": [7]}
     ]
     assert runs[9].result["moved"][0]["moved_by"] == [7]
-    assert refs(store) == {"main": base, "release/v1": fix}
+    assert refs(store.store) == {"main": base, "release/v1": fix}
     assert store.transcript(*runs) == golden
 
 
@@ -357,7 +354,7 @@ def test_commit_makes_the_net_effect_one_move_per_ref(store):
     ]
     log = store.ok("--repo", str(store.store), "op", "log", "--kind", "tx_commit")["ops"]
     assert [(o["op"], o["actor"], o["ref_moves"]) for o in log] == [(7, ALICE, commit["ref_moves"])]
-    assert refs(store) == {"main": base, "release/v1": fix, "release/v9": fix}
+    assert refs(store.store) == {"main": base, "release/v1": fix, "release/v9": fix}
 
 
 def test_a_stage_after_undo_drops_the_redo_branch(store):
@@ -375,14 +372,14 @@ def test_a_stage_after_undo_drops_the_redo_branch(store):
 
 
 def test_staging_never_touches_the_refs_or_the_op_log(store):
-    before, op = refs(store), newest_op(store)
+    before, op = refs(store.store), newest_op(store)
     store.tx("begin")
     store.tx("set", "release/v1", store.ids["base"][:12])
     store.tx("delete", "main")
     store.tx("undo")
     store.tx("redo")
     store.tx("config", "--max-revisions", "5")
-    assert refs(store) == before and newest_op(store) == op
+    assert refs(store.store) == before and newest_op(store) == op
 
 
 def test_an_open_transaction_keeps_the_bound_it_began_with(store):
@@ -412,7 +409,7 @@ def test_random_staging_sequences_match_a_model(store):
     targets = [store.ids["base"], store.ids["fix"]]
     store.tx("config", "--max-revisions", "6")
     for _round in range(6):
-        store_refs = refs(store)
+        store_refs = refs(store.store)
         revs: list[tuple[str, str | None]] = []
         current, first_staged = 0, []
         assert store.tx("begin").exit == 0
@@ -451,7 +448,7 @@ def test_random_staging_sequences_match_a_model(store):
         if expected:
             assert store.tx("commit").exit == 0
             moved = {m["name"]: m["new"] for m in expected}
-            assert refs(store) == {k: v for k, v in {**store_refs, **moved}.items() if v is not None}
+            assert refs(store.store) == {k: v for k, v in {**store_refs, **moved}.items() if v is not None}
         else:
             assert store.tx("commit").error["code"] == "E_STATE"
             assert store.tx("rollback").exit == 0
@@ -620,20 +617,20 @@ def test_a_commit_killed_before_its_commit_leaves_nothing_and_the_transaction_op
     """SIGKILL at a known point: all of the commit's work done, COMMIT not yet run."""
     targets = {f"kill/{i}": store.ids["base"][:12] for i in range(5)}
     _stage_many(store, targets)
-    before, op = refs(store), newest_op(store)
+    before, op = refs(store.store), newest_op(store)
     with paused_at_commit(store, "--repo", str(store.store), "--as", ALICE, "tx", "commit") as proc:
         # Paused inside its write transaction: a reader still sees the store as it was.
         assert store.tx("status").result["state"] == "Active"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    assert refs(store) == before and newest_op(store) == op
+    assert refs(store.store) == before and newest_op(store) == op
     status = store.tx("status").result
     assert (status["state"], status["revision"], status["can_commit"]) == ("Active", 5, True)
     assert problems(store.store) == []
     commit = store.tx("commit").result
     assert commit["op"] == op + 1 and len(commit["ref_moves"]) == 5
-    assert refs(store) == {**before, **{k: store.ids["base"] for k in targets}}
+    assert refs(store.store) == {**before, **{k: store.ids["base"] for k in targets}}
 
 
 def test_commits_killed_at_random_times_are_all_or_nothing(store):
@@ -648,13 +645,13 @@ def test_commits_killed_at_random_times_are_all_or_nothing(store):
     for round_ in range(8):
         targets = {f"r{round_}/{i}": store.ids["base"][:12] for i in range(6)}
         _stage_many(store, targets)
-        before, op = refs(store), newest_op(store)
+        before, op = refs(store.store), newest_op(store)
         proc = _start(store, ALICE, "tx", "commit")
         delay = rng.uniform(0.3, 1.3) * lifetime
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        now, status = refs(store), store.tx("status").result
+        now, status = refs(store.store), store.tx("status").result
         if newest_op(store) == op + 1:
             outcomes["committed"] += 1
             assert now == {**before, **{k: store.ids["base"] for k in targets}}

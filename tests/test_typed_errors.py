@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import swarmctl_argv
-from core_helpers import fold_wal
-
-ALICE = "human/alice"
+from core_helpers import ALICE, fold_wal
+from swarm import swarmctl_argv
 
 
 def make_store(sw, path: Path) -> Path:

@@ -1,8 +1,7 @@
 """`op undo`: compare-and-swap, all or nothing, replays, redo, --dry-run and `@`."""
 
 import pytest
-from core_helpers import AGENT, ALICE, as_, build_log_store, file_digests, op_count, problems, refs
-from conftest import build_golden_store
+from core_helpers import AGENT, ALICE, as_, build_golden_store, build_log_store, file_digests, op_count, problems, refs
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
-from conftest import Ran
-from core_helpers import tamper
-from wfkit import ALICE, Kit, envelope
+from core_helpers import ALICE, tamper
+from swarm import Ran
+from wfkit import Kit, envelope
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

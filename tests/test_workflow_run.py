@@ -9,8 +9,9 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from conftest import swarmctl_argv
-from wfkit import ALICE, SECRET, Kit
+from core_helpers import ALICE
+from swarm import swarmctl_argv
+from wfkit import SECRET, Kit
 
 RELEASE = """\
     name = "release-v1"

@@ -19,7 +19,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import Ran, Swarm, swarmctl_argv
+from core_helpers import ALICE
+from swarm import Ran, Swarm, swarmctl_argv
 
 SCRIPTS = {
     "mark.sh": """\
@@ -52,7 +53,6 @@ SCRIPTS = {
         """,
 }
 
-ALICE = "human/alice"
 SECRET = "s3cr3t-Deploy-Token-9c1f"
 # How long a wait for an event (a mark, a tick, a process gone) may take before the test fails.
 # Only a hang reaches it: waits end on the event, however loaded the machine is.
