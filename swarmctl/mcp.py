@@ -19,7 +19,8 @@ parsed object has lost its duplicates, so our stdio transport reads each line fi
 `params.arguments` of a `tools/call` with `schemas.parse_arguments`, and hands the SDK the
 verdict on the message's metadata (which the SDK puts on the handler's context as `request`).
 
-Only this module imports the SDK (about 1.5 s): the CLI imports it when `swarmctl mcp` runs.
+Only this module and mcp_http.py (the same server over Streamable HTTP, which passes its own
+`dispatch`) import the SDK (about 1.5 s): the CLI imports them when `swarmctl mcp` runs.
 """
 
 from __future__ import annotations

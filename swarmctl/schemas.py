@@ -88,7 +88,7 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
             "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
             "elapsed_ms": {"type": "integer", "minimum": 0},
             "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
-            "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+            "auth": {"type": "string", "description": "How the actor was established: trust (--as), none, token (a bearer token over `swarmctl mcp --http`)."},
             "ignored": {
                 "type": "array",
                 "items": {"type": "string"},

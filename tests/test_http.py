@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from conftest import Swarm
+from swarm import Swarm
 from core_helpers import ALICE, as_
 from mcp_client import HttpClient, HttpServer
 from swarmctl import names, registry
@@ -237,3 +237,68 @@ async def _call_in_session(url: str, token: str, file: str) -> None:
     client = HttpClient(url, token)
     async with client._connect() as session:
         await session.call_tool("workflow_run", {"file": file})
+
+
+AGENTS = 16
+WRITES = 4
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_sixteen_agents_with_sixteen_tokens_racing_writes_get_gapless_ops_under_their_names(sw):
+    cs = _init(sw)
+    made = [_token(sw, f"agent/racer-{i:02d}") for i in range(AGENTS)]
+    first = len(_ops(sw)) + 1
+    with _serve(sw) as server:
+        envelopes = _race(server.url, [t["token"] for t in made], cs)
+        log = server.log()
+    assert all(e["ok"] and e["meta"]["auth"] == "token" for e in envelopes), [e for e in envelopes if not e["ok"]][:2]
+    ops = sorted(_ops(sw), key=lambda op: op["op"])[first - 1 :]
+    assert [op["op"] for op in ops] == list(range(first, first + AGENTS * WRITES)), "the ops have a gap"
+    by_ref = {op["ref_moves"][0]["name"]: op["actor"] for op in ops}
+    assert by_ref == {f"race/{i:02d}-{n}": f"agent/racer-{i:02d}" for i in range(AGENTS) for n in range(WRITES)}
+    assert sorted(e["result"]["op"] for e in envelopes) == [op["op"] for op in ops]
+    assert not [t for t in made if t["token"] in log or t["token"][4:] in log], "a token's value is in the server's log"
+
+
+def _race(url: str, tokens: list[str], target: str) -> list[dict]:
+    """Each token an agent with its own session, all writing at once."""
+    envelopes: list[dict] = []
+
+    async def agent(i: int, token: str) -> None:
+        async with HttpClient(url, token)._connect() as session:
+            for n in range(WRITES):
+                result = await session.call_tool("ref_set", {"name": f"race/{i:02d}-{n}", "target": target})
+                envelopes.append(result.structured_content)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i, token in enumerate(tokens):
+                tg.start_soon(agent, i, token)
+
+    anyio.run(main)
+    return envelopes
+
+
+def test_a_tokens_value_is_never_in_the_store_the_log_or_any_output(sw):
+    cs = _init(sw)
+    made = _token(sw, "agent/w1")
+    value, secret = made["token"], made["token"][4:]
+    outputs = []
+    with _serve(sw) as server:
+        with HttpClient(server.url, value) as client:
+            outputs += [json.dumps(client.envelope(name, args)) for name, args in [
+                ("ref_set", {"name": "main", "target": cs}), ("op_log", {}), ("op_show", {"op": 1}),
+                ("ref_list", {}), ("ref_set", {"name": "main", "target": "nope"}),
+            ]]
+            outputs += [json.dumps(m) for m in client.received.messages]
+        outputs += [_post(server.url, INIT, value, origin="http://evil.example").text, _post(server.url, INIT, value + "x").text]
+        sw.ok(*as_(sw, ALICE), "token", "revoke", str(made["id"]))
+        outputs.append(_post(server.url, INIT, value).text)
+        _, out, log = server.stop()
+    outputs += [out, log]
+    for args in (("token", "list"), ("token", "list", "-o", "table"), ("op", "log"), ("op", "log", "-o", "table"), ("op", "show", "2")):
+        ran = sw("--repo", str(sw.store), *args)
+        outputs += [ran.stdout, ran.stderr]
+    assert [o for o in outputs if value in o or secret in o] == []
+    stored = [p for p in Path(sw.store).rglob("*") if p.is_file()]
+    assert stored and [p for p in stored if secret.encode() in p.read_bytes()] == []

@@ -11,11 +11,12 @@ examples) replaces it with the newest workflow's id just before each command, se
 Files a case needs are written by `write_files` from the same place (a `#!` script is made
 executable).
 
-Each case runs on a fresh copy of the golden store (tests/conftest.py), three times: the CLI
-command (`swarmctl --repo STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, and
-`tools/call` on a real `swarmctl mcp` process started once for the module. The three
-envelopes must be equal after normalisation, byte for byte in their compact form, and each
-must fit the tool's outputSchema.
+Each case runs on a fresh copy of the golden store (tests/conftest.py), four times: the CLI
+command (`swarmctl --repo STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`,
+`tools/call` on a real `swarmctl mcp` process started once for the module, and `tools/call`
+over HTTP on a real `swarmctl mcp --http 127.0.0.1:0 --auth trust --allow-run` process (the
+SDK's Streamable HTTP client), also started once. The four envelopes must be equal after
+normalisation, byte for byte in their compact form, and each must fit the tool's outputSchema.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pytest
 
 from core_helpers import AGENT, build_golden_store, op_count, refs
 from golden import Normalizer
-from mcp_client import McpClient
+from mcp_client import HttpClient, HttpServer, McpClient
 from swarm import Swarm
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
@@ -288,8 +289,18 @@ def server(workdir: Path):
         yield client
 
 
+@pytest.fixture(scope="module")
+def http_server(workdir: Path):
+    store = str(workdir / "store")
+    args = ("--repo", store, "--as", AGENT, "mcp", "--http", "127.0.0.1:0", "--auth", "trust", "--allow-run")
+    with HttpServer(*args, cwd=workdir) as process:
+        assert process.url is not None, process.log()
+        with HttpClient(process.url) as client:
+            yield client
+
+
 @pytest.mark.parametrize("name, index", _params())
-def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, monkeypatch):
+def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, http_server, monkeypatch):
     if index is None:
         pytest.fail(
             f"MCP tool {name!r} has no parity case: add its command line and MCP arguments to CASES "
@@ -306,13 +317,17 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     call = sw(*globals_, "call", name, json.dumps(arguments))
     _restore(sw.store, pristine)
     mcp = server.envelope(name, arguments)
+    _restore(sw.store, pristine)
+    http = http_server.envelope(name, arguments)
 
-    texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in (cli.envelope, call.envelope, mcp)]
+    doors = (cli.envelope, call.envelope, mcp, http)
+    texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in doors]
     assert texts[0] == texts[1], f"`swarmctl call` differs from the CLI:\n{texts[0]}\n{texts[1]}"
     assert texts[0] == texts[2], f"MCP differs from the CLI:\n{texts[0]}\n{texts[2]}"
-    assert cli.exit == call.exit == exit_status(mcp)
+    assert texts[0] == texts[3], f"MCP over HTTP differs from the CLI:\n{texts[0]}\n{texts[3]}"
+    assert cli.exit == call.exit == exit_status(mcp) == exit_status(http)
     validator = jsonschema.Draft202012Validator(schemas.envelope_schema(registry.get(name)))
-    for envelope in (cli.envelope, call.envelope, mcp):
+    for envelope in doors:
         validator.validate(envelope)
 
 
@@ -343,13 +358,14 @@ def _normalized(text: str, workdir: Path) -> str:
 
 
 @pytest.mark.parametrize("name, case", ARGUMENT_ERRORS, ids=[" ".join(c.cli) for _, c in ARGUMENT_ERRORS])
-def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, monkeypatch):
+def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, http_server, monkeypatch):
     sw = Swarm(workdir, monkeypatch)
     pristine = _golden_store(sw, case)
     cli = sw("--repo", str(sw.store), "--as", AGENT, *case.cli)
     call = sw("--repo", str(sw.store), "--as", AGENT, "call", name, json.dumps(case.arguments))
     mcp = server.envelope(name, case.arguments)
-    for envelope in (cli.envelope, call.envelope, mcp):
+    http = http_server.envelope(name, case.arguments)
+    for envelope in (cli.envelope, call.envelope, mcp, http):
         assert envelope["op"] == name and envelope["error"]["code"] == "E_INVALID_ARG", envelope
     assert cli.exit == call.exit == 2
     assert _store_state(sw.store) == _store_state(pristine), "an invalid call wrote to the store"

@@ -103,14 +103,8 @@ def mcp(
         limits.max_json_depth(), limits.max_input_bytes()  # a bad setting fails here, not mid-serve
     except SwarmError as exc:
         _fail(exc, globals_)
-    http_only = {"--auth": auth, "--allowed-host": allowed_host, "--allowed-origin": allowed_origin, "--allow-run": allow_run or None}
-    if http is not None:
-        _serve_http(globals_, http, auth or "token", allowed_host or [], allowed_origin or [], allow_run)
-    given = [flag for flag, value in http_only.items() if value]
-    if given:
-        from typer._click.exceptions import UsageError
-
-        raise UsageError(f"{', '.join(given)}: only with --http HOST:PORT", ctx=cli_ctx)
+    http_only = {"--auth": auth, "--allowed-host": allowed_host, "--allowed-origin": allowed_origin, "--allow-run": allow_run}
+    _serve_http(cli_ctx, http, http_only)  # with --http: serves, and exits
     if sys.stdin.isatty():
         print(
             "swarmctl mcp: serving MCP on stdin/stdout for an MCP client (Ctrl-D ends).",
@@ -121,14 +115,26 @@ def mcp(
     raise typer.Exit(server.serve(globals_.repo, globals_.actor))
 
 
-def _serve_http(globals_: Any, address: str, auth: str, hosts: list[str], origins: list[str], allow_run: bool) -> None:
+def _serve_http(cli_ctx: typer.Context, address: str | None, flags: dict[str, Any]) -> None:
+    """`swarmctl mcp --http HOST:PORT`: serve until stopped, then exit. Without --http, the
+    flags that go with it are bad usage."""
+    if address is None:
+        given = [flag for flag, value in flags.items() if value]
+        if given:
+            from typer._click.exceptions import UsageError
+
+            raise UsageError(f"{', '.join(given)}: only with --http HOST:PORT", ctx=cli_ctx)
+        return
     from swarmctl import mcp_http
     from swarmctl.envelope import SwarmError
 
+    globals_ = cli_ctx.obj
     try:
         host, port = mcp_http.parse_address(address)
-        options = mcp_http.Options(host, port, globals_.repo, globals_.actor, auth, hosts, origins, allow_run)
-        mcp_http.check(options)
+        options = mcp_http.Options(
+            host, port, globals_.repo, globals_.actor, flags["--auth"] or "token",
+            flags["--allowed-host"] or [], flags["--allowed-origin"] or [], flags["--allow-run"],
+        )
         raise typer.Exit(mcp_http.serve(options))
     except SwarmError as exc:
         _fail(exc, globals_)
