@@ -263,7 +263,7 @@ class StoreTokens:
         self.door = door
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        found = await self.door.in_thread(self.door.token_record, token)
+        found = await self.door.in_thread(self.door.token_record, token, limiter=self.door.lookups)
         # Times in the store's fixed-width format compare as text.
         if found is None or found["revoked_at"] is not None or found["expires_at"] <= names.now():
             return None
@@ -279,11 +279,12 @@ class HttpDoor:
         self.tools = {t.name: t for t in registry.mcp_tools()}
         self.stores = ThreadStores()
         self.limiter = anyio.CapacityLimiter(WORKERS)
+        self.lookups = anyio.CapacityLimiter(4)  # token look-ups: never queued behind long calls
 
-    async def in_thread(self, fn: Any, *args: Any) -> Any:
+    async def in_thread(self, fn: Any, *args: Any, limiter: Any = None) -> Any:
         """`fn(*args)` in a worker thread; run to its end even if the caller is cancelled."""
         with anyio.CancelScope(shield=True):
-            return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter or self.limiter)
 
     def token_record(self, token: str) -> dict[str, Any] | None:
         ctx = Context(repo=self.options.repo, stores=self.stores.get())
