@@ -90,10 +90,13 @@ class Context:
 
     @property
     def auth(self) -> str:
-        """How the actor was established: as the door says ("token"), else "trust" (declared,
-        and well-formed) or "none"."""
+        """How the actor was established: as the door says ("token": a bearer token over
+        `swarmctl mcp --http`), "database" (a store on a server verified it against the policy's
+        [roles]), "trust" (declared, and well-formed) or "none"."""
         if self._auth is not None:
             return self._auth
+        if self._store is not None and self._store.verified and self.actor:
+            return "database"
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property
