@@ -10,8 +10,9 @@ Not a test: pytest does not run it. Each client is what an agent would be:
   HTTP client; all clients in this process's event loop);
 - stdio: its own `swarmctl mcp` process, as each MCP client starts its own (the SDK's stdio client);
 - CLI: a loop starting one `swarmctl` process per call.
-Every cell runs for a fixed time on a fresh local store; a call counts when its envelope says
-ok (any failure stops the run). Printed: a Markdown table, and bench/results/mcp_http.json.
+Every cell runs for a fixed time on a fresh local store, from when every client is connected
+and has made one (untimed) call; a call counts when its envelope says ok (any failure stops
+the run). Printed: a Markdown table, and bench/results/mcp_http.json.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def check(envelope: dict[str, Any] | None) -> None:
 async def over_session(connect: Callable[[], Any], tool: str, i: int, window: Window, targets: list[str]) -> int:
     n = 0
     async with connect() as session:
+        check((await session.call_tool(tool, arguments(tool, i, 1, targets))).structured_content)  # warm: not timed
         await window.ready()
         while window.more():
             result = await session.call_tool(tool, arguments(tool, i, n, targets))
