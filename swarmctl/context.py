@@ -84,12 +84,14 @@ class Context:
         readonly: bool = True,
         _store: Store | None = None,
         stores: OpenStores | None = None,
+        auth: str | None = None,
     ) -> None:
         # The registry's tools by name, for a tool that acts on other tools (`schema`, `policy
         # check`): set by the runner, the one path from a request to an envelope. A tool module
         # cannot import the registry, which imports it (tests/test_import_graph.py).
         self.tools: Callable[[], Mapping[str, Tool]] | None = None
         self.repo = repo
+        self._auth = auth  # set by a door that checked the actor itself ("token")
         self.actor = actor
         self.cwd = cwd if cwd is not None else Path.cwd()
         self.readonly = readonly
@@ -105,8 +107,11 @@ class Context:
 
     @property
     def auth(self) -> str:
-        """How the actor was established: "database" (a store on a server verified it against
-        the policy's [roles]), "trust" (declared, and well-formed) or "none"."""
+        """How the actor was established: as the door says ("token": a bearer token over
+        `swarmctl mcp --http`), "database" (a store on a server verified it against the policy's
+        [roles]), "trust" (declared, and well-formed) or "none"."""
+        if self._auth is not None:
+            return self._auth
         if self._store is not None and self._store.verified and self.actor:
             return "database"
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"

@@ -19,7 +19,8 @@ parsed object has lost its duplicates, so our stdio transport reads each line fi
 `params.arguments` of a `tools/call` with `jsontext.arguments_named_twice`, and hands the SDK the
 verdict on the message's metadata (which the SDK puts on the handler's context as `request`).
 
-Only this module imports the SDK (about 1.5 s): the CLI imports it when `swarmctl mcp` runs.
+Only this module and mcp_http.py (the same server over Streamable HTTP, which passes its own
+`dispatch`) import the SDK (about 1.5 s): the CLI imports them when `swarmctl mcp` runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import json
 import os
 import sys
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import mcp_types as types
@@ -78,10 +79,18 @@ def call_result(envelope: dict[str, Any]) -> dict[str, Any]:
 # --- the server -----------------------------------------------------------------------------
 
 
-def build_server(repo: str | None, actor: str | None, stores: OpenStores | None = None) -> Server:
+# How a door other than stdio runs a call: given the request the SDK put on the handler's
+# context (over HTTP, the HTTP request), the tool's name and its arguments, the envelope.
+Dispatch = Callable[[Any, str, Any], Awaitable[dict[str, Any]]]
+
+
+def build_server(
+    repo: str | None, actor: str | None, stores: OpenStores | None = None, dispatch: Dispatch | None = None
+) -> Server:
     """A server for the store at `repo` (None: discovered from the working directory per call),
     acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED), on the connections
-    of `stores` (None: its own, for as long as the server lives)."""
+    of `stores` (None: its own, for as long as the server lives). `dispatch` (the HTTP door's)
+    runs each call instead; it ends in `calls.call_tool` too."""
     tools = {t.name: t for t in registry.mcp_tools()}
     stores = stores if stores is not None else OpenStores()
     listing: list[dict[str, Any]] = []
@@ -96,6 +105,9 @@ def build_server(repo: str | None, actor: str | None, stores: OpenStores | None 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         # Tools run here, on the event loop's thread, one at a time: as the CLI runs them (a
         # tool may start processes or wait on the store's lock), and in the order they came.
+        if dispatch is not None:
+            envelope = await dispatch(ctx.request, params.name, params.arguments)
+            return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
         ctx = Context(repo=repo, actor=actor, stores=stores)
         envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)

@@ -80,7 +80,7 @@ _META_SCHEMA = {
         "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
         "elapsed_ms": {"type": "integer", "minimum": 0},
         "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
-        "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+        "auth": {"type": "string", "description": "How the actor was established: trust (--as), none, database (verified by a PostgreSQL store against its policy), token (a bearer token over `swarmctl mcp --http`)."},
         "ignored": {
             "type": "array",
             "items": {"type": "string"},

@@ -185,3 +185,80 @@ class RawServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+class HttpServer:
+    """`swarmctl mcp --http 127.0.0.1:0 ...` as a real process; `url` once it says where it listens.
+    Its stderr goes to a file (`log()`), read after the line that names the port."""
+
+    def __init__(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.errfile = tempfile.NamedTemporaryFile(mode="w+", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [*swarmctl_argv(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, cwd=cwd, env=env,
+        )
+        self.url = self._await_listening()
+
+    def _await_listening(self) -> str | None:
+        """Read stderr up to the `listening on` line (or the end: the server refused to start)."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.errfile.write(line)
+            if line.startswith("listening on "):
+                self._drain = __import__("threading").Thread(target=self._copy_rest, daemon=True)
+                self._drain.start()
+                return line.split()[-1]
+        return None
+
+    def _copy_rest(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.errfile.write(line)
+            self.errfile.flush()
+
+    def stop(self) -> tuple[int, str, str]:
+        """SIGTERM; its exit status, stdout and all of stderr."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        out = self.proc.stdout.read() if self.proc.stdout else ""
+        self.proc.wait(timeout=30)
+        if getattr(self, "_drain", None) is not None:
+            self._drain.join(timeout=30)
+        self.errfile.flush()
+        return self.proc.returncode, out, self.log()
+
+    def log(self) -> str:
+        self.errfile.flush()
+        return Path(self.errfile.name).read_text()
+
+    def __enter__(self) -> "HttpServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        Path(self.errfile.name).unlink(missing_ok=True)
+
+
+class HttpClient(McpClient):
+    """The SDK's Streamable HTTP client on a server's URL, with `Authorization: Bearer TOKEN`
+    when a token is given; the same calls as McpClient."""
+
+    def __init__(self, url: str, token: str | None = None, headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+
+    @asynccontextmanager
+    async def _connect(self):
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+        from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+        async with create_mcp_http_client(headers=self.headers) as http:
+            async with streamable_http_client(self.url, http_client=http) as (read_stream, write_stream):
+                self.received = _Recorded(read_stream)
+                self.dispatcher = JSONRPCDispatcher(self.received, write_stream)
+                async with ClientSession(dispatcher=self.dispatcher) as session:
+                    self.initialized = await session.initialize()
+                    yield session

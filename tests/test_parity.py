@@ -12,11 +12,12 @@ examples) replaces it with the newest workflow's id just before each call, setup
 Files a case needs are written by `write_files` from the same place (a `#!` script is made
 executable).
 
-Each case runs on a fresh `swarmctl demo` store, three times: the CLI command (`swarmctl --repo
-STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, and `tools/call` on a real
-`swarmctl mcp` process started once for the module. The three envelopes must be equal after
-normalisation, byte for byte in their compact form, must fit the tool's outputSchema, and must
-end in the example's outcome.
+Each case runs on a fresh `swarmctl demo` store, four times: the CLI command (`swarmctl --repo
+STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, `tools/call` on a real `swarmctl mcp`
+process started once for the module, and `tools/call` over HTTP on a real `swarmctl mcp --http
+127.0.0.1:0 --auth trust --allow-run` process (the SDK's Streamable HTTP client), also started
+once. The four envelopes must be equal after normalisation, byte for byte in their compact form,
+must fit the tool's outputSchema, and must end in the example's outcome.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pytest
 from core_helpers import op_count, refs
 from swarm import Swarm
 from golden import Normalizer
-from mcp_client import McpClient
+from mcp_client import HttpClient, HttpServer, McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
 from swarmctl.gen.examples import ACTOR, fill, outcome_of, write_files
@@ -75,8 +76,18 @@ def server(workdir: Path):
         yield client
 
 
+@pytest.fixture(scope="module")
+def http_server(workdir: Path):
+    store = str(workdir / "store")
+    args = ("--repo", store, "--as", ACTOR, "mcp", "--http", "127.0.0.1:0", "--auth", "trust", "--allow-run")
+    with HttpServer(*args, cwd=workdir) as process:
+        assert process.url is not None, process.log()
+        with HttpClient(process.url) as client:
+            yield client
+
+
 @pytest.mark.parametrize("name, index", _params())
-def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, monkeypatch):
+def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, http_server, monkeypatch):
     if index is None:
         pytest.fail(f"MCP tool {name!r} has no example: add one to EXAMPLES beside it, in its area module")
     example = registry.examples(registry.get(name))[index]
@@ -90,14 +101,18 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     call = sw(*globals_, "call", name, json.dumps(arguments))
     _restore(sw.store, pristine)
     mcp = server.envelope(name, arguments)
+    _restore(sw.store, pristine)
+    http = http_server.envelope(name, arguments)
 
-    texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in (cli.envelope, call.envelope, mcp)]
+    doors = (cli.envelope, call.envelope, mcp, http)
+    texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in doors]
     assert texts[0] == texts[1], f"`swarmctl call` differs from the CLI:\n{texts[0]}\n{texts[1]}"
     assert texts[0] == texts[2], f"MCP differs from the CLI:\n{texts[0]}\n{texts[2]}"
-    assert cli.exit == call.exit == exit_status(mcp)
+    assert texts[0] == texts[3], f"MCP over HTTP differs from the CLI:\n{texts[0]}\n{texts[3]}"
+    assert cli.exit == call.exit == exit_status(mcp) == exit_status(http)
     assert outcome_of(cli.envelope) == example.outcome, f"declared {example.outcome}:\n{texts[0]}"
     validator = jsonschema.Draft202012Validator(schemas.envelope_schema(registry.get(name)))
-    for envelope in (cli.envelope, call.envelope, mcp):
+    for envelope in doors:
         validator.validate(envelope)
 
 
@@ -159,7 +174,7 @@ def _ids(cases: list[tuple[str, Case]]) -> list[str]:
 
 
 @pytest.mark.parametrize("name, case", OUT_OF_CONSTRAINTS + OTHER_MISFITS, ids=_ids(OUT_OF_CONSTRAINTS + OTHER_MISFITS))
-def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, monkeypatch):
+def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, http_server, monkeypatch):
     sw = Swarm(workdir, monkeypatch)
     pristine = _demo_store(sw, Example((), {}))
     cli = sw("--repo", str(sw.store), "--as", ACTOR, *case.cli)
@@ -167,6 +182,7 @@ def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir
     envelopes = [cli.envelope, call.envelope]
     if registry.get(name).mcp:
         envelopes.append(server.envelope(name, case.arguments))
+        envelopes.append(http_server.envelope(name, case.arguments))
     for envelope in envelopes:
         assert envelope["op"] == name and envelope["error"]["code"] == "E_INVALID_ARG", envelope
     assert cli.exit == call.exit == 2

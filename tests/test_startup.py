@@ -15,7 +15,7 @@ from swarm import swarmctl_argv
 # Modules (and packages, with everything under them) a read of the op log must not import.
 SLOW_OR_ELSEWHERE = [
     "pydantic", "pydantic_core", "annotated_types", "rich", "mcp", "tomllib", "tomli", "tomli_w",
-    "blake3", "swarmctl.schemas", "swarmctl.mcp", "swarmctl.gen", "swarmctl.cli.tables",
+    "blake3", "uvicorn", "starlette", "swarmctl.schemas", "swarmctl.mcp", "swarmctl.mcp_http", "swarmctl.gen", "swarmctl.cli.tables",
     "swarmctl.cli.complete", "swarmctl.store.changesets", "swarmctl.store.check",
 ]
 
@@ -85,3 +85,17 @@ def test_the_probe_sees_what_a_command_imports(store):
     assert "pydantic" in slow(modules) and "swarmctl.schemas" in slow(modules)
     modules, _ = imported_by("--repo", str(store), "--as", "human/alice", "changeset", "create", "-m", "m", cwd=store.parent)
     assert "blake3" in slow(modules)
+
+
+def test_the_stdio_server_imports_no_http_door(store):
+    """The HTTP door (swarmctl.mcp_http) is imported only by `swarmctl mcp --http`. (uvicorn and
+    starlette are the SDK's own imports: `import mcp` pulls both in, through sse_starlette, for
+    every transport; the commands other than `mcp` import neither, see SLOW_OR_ELSEWHERE.)"""
+    real = subprocess.run(
+        [sys.executable, "-X", "importtime", swarmctl_argv()[0], "--repo", str(store), "mcp"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=store.parent, timeout=120,
+    )
+    assert real.returncode == 0, real.stderr[-2000:]
+    timed = {line.split("|")[-1].strip() for line in real.stderr.splitlines() if line.startswith("import time:")}
+    assert "swarmctl.mcp" in timed and "mcp.server.lowlevel" in timed, "the probe saw no MCP server start"
+    assert "swarmctl.mcp_http" not in timed

@@ -18,7 +18,7 @@ import typer
 
 from swarmctl.cli.options import door_parameters
 
-MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout.
+MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout, or over HTTP.
 
 An MCP client starts this command and talks JSON-RPC to it, one message a line. `tools/list`
 gives each tool's input schema, output schema (the envelope) and annotations; `tools/call`
@@ -27,6 +27,17 @@ returns the envelope as `structuredContent` and as the text of its one content b
 SWARMCTL_REPO, else the store enclosing the working directory) as the actor of --as; a
 missing store or a failing tool fails that call only, and the server serves on. It ends when
 the client closes stdin.
+
+With --http HOST:PORT (127.0.0.1:8765, [::1]:8765, 0.0.0.0:8765; port 0: any free port) it
+serves the same tools over MCP's Streamable HTTP at http://HOST:PORT/mcp for any number of
+clients, says `listening on http://HOST:PORT/mcp` on stderr, and serves until SIGINT or
+SIGTERM. With --auth token (the default) each request's `Authorization: Bearer TOKEN` names
+its actor (`swarmctl token create ACTOR` makes tokens; meta.auth is "token"); a missing,
+unknown, expired or revoked token is HTTP 401, and --as is refused. --auth trust acts as --as,
+as stdio does, and only on a loopback address. Requests whose Host is not an allowed host
+(default: the bound address and, on a loopback or wildcard address, 127.0.0.1, localhost and
+[::1] with its port) get HTTP 421; an Origin that is not allowed gets 403. A workflow_run of
+a workflow with command steps is E_FORBIDDEN unless --allow-run.
 """
 
 CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and print its envelope.
@@ -54,6 +65,7 @@ def mcp(cli_ctx: typer.Context, **given: Any) -> None:
     from swarmctl.envelope import SwarmError
 
     globals_ = cli_ctx.obj
+    http = {name: given.pop(name) for name in HTTP_PARAMETERS}
     # `swarmctl mcp --repo PATH --as ACTOR` (as MCP client configurations write it) and
     # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
     for name, value in given.items():
@@ -65,6 +77,11 @@ def mcp(cli_ctx: typer.Context, **given: Any) -> None:
         limits.max_json_depth(), limits.max_input_bytes()  # a bad setting fails here, not mid-serve
     except SwarmError as exc:
         _fail(exc, globals_)
+    http_only = {
+        "--auth": http["auth"], "--allowed-host": http["allowed_host"],
+        "--allowed-origin": http["allowed_origin"], "--allow-run": http["allow_run"],
+    }
+    _serve_http(cli_ctx, http["http"], http_only)  # with --http: serves, and exits
     if sys.stdin.isatty():
         print(
             "swarmctl mcp: serving MCP on stdin/stdout for an MCP client (Ctrl-D ends).",
@@ -75,10 +92,64 @@ def mcp(cli_ctx: typer.Context, **given: Any) -> None:
     raise typer.Exit(server.serve(globals_.repo, globals_.actor))
 
 
-# The global options `mcp` takes itself, as cli/options.py declares them (`door_help`).
+# The options `mcp` takes itself besides the global ones: those of `swarmctl mcp --http`.
+HTTP_PARAMETERS = {
+    "http": Annotated[
+        Optional[str],
+        typer.Option("--http", metavar="HOST:PORT", help="Serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio.", show_default=False),
+    ],
+    "auth": Annotated[
+        Optional[str],
+        typer.Option("--auth", metavar="token|trust", help="With --http: token (each request's bearer token names its actor; the default) or trust (act as --as; loopback only).", show_default=False),
+    ],
+    "allowed_host": Annotated[
+        Optional[list[str]],
+        typer.Option("--allowed-host", metavar="HOST[:PORT]", help="With --http: a Host header to accept besides the defaults (repeatable), e.g. the name a proxy passes.", show_default=False),
+    ],
+    "allowed_origin": Annotated[
+        Optional[list[str]],
+        typer.Option("--allowed-origin", metavar="ORIGIN", help="With --http: an Origin header to accept (repeatable), e.g. https://mcp.example.com.", show_default=False),
+    ],
+    "allow_run": Annotated[
+        bool, typer.Option("--allow-run", help="With --http: let workflow_run run workflows with command steps on this host.")
+    ],
+}
+
+# The global options `mcp` takes itself, as cli/options.py declares them (`door_help`), and its own.
 mcp.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context), *door_parameters()]
+    [
+        inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+        *door_parameters(),
+        *(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False if name == "allow_run" else None, annotation=kind)
+            for name, kind in HTTP_PARAMETERS.items()
+        ),
+    ]
 )
+
+def _serve_http(cli_ctx: typer.Context, address: str | None, flags: dict[str, Any]) -> None:
+    """`swarmctl mcp --http HOST:PORT`: serve until stopped, then exit. Without --http, the
+    flags that go with it are bad usage."""
+    if address is None:
+        given = [flag for flag, value in flags.items() if value]
+        if given:
+            from typer._click.exceptions import UsageError
+
+            raise UsageError(f"{', '.join(given)}: only with --http HOST:PORT", ctx=cli_ctx)
+        return
+    from swarmctl import mcp_http
+    from swarmctl.envelope import SwarmError
+
+    globals_ = cli_ctx.obj
+    try:
+        host, port = mcp_http.parse_address(address)
+        options = mcp_http.Options(
+            host, port, globals_.repo, globals_.actor, flags["--auth"] or "token",
+            flags["--allowed-host"] or [], flags["--allowed-origin"] or [], flags["--allow-run"],
+        )
+        raise typer.Exit(mcp_http.serve(options))
+    except SwarmError as exc:
+        _fail(exc, globals_)
 
 
 def _complete_tools(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
@@ -237,6 +308,7 @@ def _fail(error: Any, globals_: Any) -> None:
 EXAMPLES = {
     "mcp": [
         ("Serve the store in ./store as agent/worker-17 (what an MCP client's configuration runs).", "swarmctl mcp --repo ./store --as agent/worker-17"),
+        ("Serve it over HTTP to agents anywhere, each naming its actor by a token from `swarmctl token create`.", "swarmctl mcp --repo ./store --http 127.0.0.1:8765"),
     ],
     "call": [
         ("The two newest ops, called as an MCP client would.", """swarmctl call op_log '{"limit": 2}'"""),
@@ -252,7 +324,7 @@ EXAMPLES = {
 
 def add_to(app: typer.Typer, epilogs: dict[str, str | None]) -> None:
     """Add the doors to `app`, each --help ending with `epilogs[name]` (its EXAMPLES, as app.py writes them)."""
-    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.", epilog=epilogs["mcp"])(mcp)
+    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout or HTTP.", epilog=epilogs["mcp"])(mcp)
     app.command(
         name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.", epilog=epilogs["call"]
     )(call)

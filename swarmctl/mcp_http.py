@@ -1,0 +1,431 @@
+"""`swarmctl mcp --http HOST:PORT`: the MCP server of swarmctl.mcp over Streamable HTTP at /mcp.
+
+The official SDK's `streamable_http_app` served by uvicorn; `swarmctl.mcp.build_server` makes
+the server, so tools, schemas, annotations and envelopes are the stdio server's, and each call
+ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
+
+- `Guard` (around everything): the `Host` header must name one of the allowed hosts (else 421)
+  and an `Origin` header, when sent, one of the allowed origins (else 403), on every bind
+  address; nothing sends CORS headers.
+- The SDK's bearer authentication (`--auth token`, the default): `StoreTokens` looks each
+  request's token up in the store (by its SHA-256), so a missing, unknown, expired or revoked
+  token is HTTP 401 and nothing runs, on every request of a session too. `AuthSettings` has
+  no resource server URL, so no OAuth metadata is published for an issuer that does not exist.
+- `Bounds` (inside the authentication): reads a POST's body once, to at most
+  SWARMCTL_MAX_INPUT_BYTES (more: HTTP 413 with a JSON-RPC error), and checks it as the stdio
+  transport checks a line (`mcp.read_frame`: nesting, keys named twice); a tool's arguments
+  that name a field twice are handed to the call on the request's state, to fail as E_INVALID_ARG.
+- `HttpDoor.dispatch`: the caller's actor (the token's, meta.auth "token"; or with
+  `--auth trust` the server's --as), a read-only token refused a tool that writes, `workflow_run`
+  of a workflow with command steps refused unless --allow-run (E_FORBIDDEN), then the call in a
+  worker thread behind a limiter, shielded: a call whose client went away runs to completion.
+
+Imported only by `swarmctl mcp --http`: uvicorn is imported nowhere else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
+
+from swarmctl import limits, names, registry
+from swarmctl.calls import call_tool
+from swarmctl.context import Context, OpenStores
+from swarmctl.envelope import Meta, SwarmError, failure
+from swarmctl.mcp import Unanswerable, build_server, read_frame
+from swarmctl.spec import Tool
+from swarmctl.store import tokens
+
+PATH = "/mcp"
+WORKERS = 16  # calls running at once; the rest wait their turn (writes wait on the store's lock)
+REJECTED = "swarmctl_rejected"  # the request-state key of a tools/call's E_INVALID_ARG
+
+
+@dataclass
+class Options:
+    host: str
+    port: int
+    repo: str | None = None
+    actor: str | None = None  # --as, with --auth trust
+    auth: str = "token"
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+    allow_run: bool = False
+
+
+# --- the address and what may be said to it -------------------------------------------------
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (`127.0.0.1:8765`, `[::1]:8765`, `0.0.0.0:0`) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        host = ""  # an IPv6 address is written in brackets
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--http takes HOST:PORT, not {text!r}",
+            details={"http": text},
+            hint="For example --http 127.0.0.1:8765, --http [::1]:8765 or --http 0.0.0.0:8765 (port 0: any free port).",
+        )
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def authority(host: str, port: int) -> str:
+    """`host:port` as a URL or a Host header writes it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def default_hosts(host: str, port: int) -> list[str]:
+    """The Host headers that name this server: its address, and on a loopback or wildcard
+    address the loopback names. Others (a DNS name, a proxy's) come with --allowed-host."""
+    found = [authority(host, port)]
+    if is_loopback(host) or host in ("0.0.0.0", "::"):
+        found += [authority(h, port) for h in ("127.0.0.1", "localhost", "::1")]
+    return list(dict.fromkeys(found))
+
+
+def check(options: Options) -> None:
+    """What cannot be served, refused before listening (E_INVALID_ARG)."""
+    if options.auth not in ("token", "trust"):
+        raise SwarmError("E_INVALID_ARG", f"--auth is token or trust, not {options.auth!r}", details={"auth": options.auth})
+    if options.auth == "token" and options.actor is not None:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "--as does not go with --auth token: each request's bearer token names its actor",
+            details={"auth": "token", "as": options.actor},
+            hint="Drop --as (and SWARMCTL_AS); make tokens with `swarmctl token create ACTOR`.",
+        )
+    if options.auth == "trust" and not is_loopback(options.host):
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--auth trust serves only a loopback address (127.0.0.1, [::1]), not {options.host}",
+            details={"auth": "trust", "host": options.host},
+            hint="Use --auth token (the default) to serve other machines: `swarmctl token create ACTOR` makes their tokens.",
+        )
+    if options.actor is not None:
+        names.check_actor(options.actor)
+
+
+def _json_rpc_error(status: int, code: int, message: str, data: Any = None, request_id: Any = None) -> tuple[int, bytes]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return status, json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+async def _respond(send: Any, answer: tuple[int, bytes]) -> None:
+    status, body = answer
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Any, name: bytes) -> str | None:
+    found = [v for k, v in scope.get("headers", []) if k.lower() == name]
+    return found[0].decode("latin-1") if len(found) == 1 else (None if not found else "")
+
+
+class Guard:
+    """Host and Origin validation around the whole app (the MCP specification's rule against
+    DNS rebinding), on every bind address; the SDK's own checks cover only loopback hosts."""
+
+    def __init__(self, app: Any, hosts: list[str], origins: list[str]) -> None:
+        self.app, self.hosts, self.origins = app, {h.lower() for h in hosts}, {o.lower().rstrip("/") for o in origins}
+
+    def host_ok(self, host: str | None) -> bool:
+        if not host:
+            return False
+        host = host.lower()
+        return host in self.hosts or any(":" not in a.rsplit("]", 1)[-1] and host.rsplit(":", 1)[0] == a for a in self.hosts)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host, origin = _header(scope, b"host"), _header(scope, b"origin")
+        if not self.host_ok(host):
+            answer = _json_rpc_error(421, types.INVALID_REQUEST, f"Host {host!r} is not this server's (--allowed-host)")
+            return await _respond(send, answer)
+        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+            answer = _json_rpc_error(403, types.INVALID_REQUEST, f"Origin {origin!r} is not allowed (--allowed-origin)")
+            return await _respond(send, answer)
+        await self.app(scope, receive, send)
+
+
+class Bounds:
+    """A POST's body read once, held to SWARMCTL_MAX_INPUT_BYTES, checked as stdio checks a line."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        limit = limits.max_input_bytes()
+        body, trailing = await _read_body(receive, limit, _header(scope, b"content-length"))
+        if body is None:
+            message = f"Invalid request: the body is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)"
+            answer = _json_rpc_error(413, types.INVALID_REQUEST, message, {"code": "E_INVALID_ARG", "max_bytes": limit})
+            return await _respond(send, answer)
+        frame = read_frame(body.decode("utf-8", errors="replace"))
+        if isinstance(frame, Unanswerable):
+            answer = _json_rpc_error(400, frame.code, frame.message, frame.data, frame.request_id)
+            return await _respond(send, answer)
+        if isinstance(frame, SessionMessage) and frame.metadata is not None:
+            scope.setdefault("state", {})[REJECTED] = frame.metadata.request_context
+        queued: deque[Any] = deque([{"type": "http.request", "body": body, "more_body": False}, *trailing])
+
+        async def replay() -> Any:
+            return queued.popleft() if queued else await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _read_body(receive: Any, limit: int, declared: str | None) -> tuple[bytes | None, list[Any]]:
+    """The whole body (None: past `limit`, of which no more than the limit was held) and any
+    message that came instead of more of it (a disconnect)."""
+    if declared and declared.isdigit() and int(declared) > limit:
+        return None, []
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), [message]
+        if len(body) + len(message.get("body", b"")) > limit:
+            return None, []
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return bytes(body), []
+
+
+# --- who calls, and running the call ---------------------------------------------------------
+
+
+class ThreadStores:
+    """Each worker thread's own open stores (a SQLite connection is used by one thread at a
+    time), all closed when the server stops."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[OpenStores] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> OpenStores:
+        stores = getattr(self._local, "stores", None)
+        if stores is None:
+            stores = self._local.stores = OpenStores()
+            with self._lock:
+                self._all.append(stores)
+        return stores
+
+    def close(self) -> None:
+        with self._lock:
+            for stores in self._all:
+                stores.close()
+            self._all.clear()
+
+
+@dataclass
+class Caller:
+    actor: str | None
+    auth: str
+    read_only: bool = False
+
+
+class StoreTokens:
+    """The SDK's token verifier: a token is good while the store has it (by its SHA-256),
+    unrevoked and unexpired. Asked on every request."""
+
+    def __init__(self, door: "HttpDoor") -> None:
+        self.door = door
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        found = await self.door.in_thread(self.door.token_record, token, limiter=self.door.lookups)
+        # Times in the store's fixed-width format compare as text.
+        if found is None or found["revoked_at"] is not None or found["expires_at"] <= names.now():
+            return None
+        scopes = ["read"] if found["read_only"] else ["read", "write"]
+        return AccessToken(token=token, client_id=found["actor"], scopes=scopes, subject=str(found["id"]))
+
+
+class HttpDoor:
+    """How the HTTP server runs a call: whose it is, whether it may run, in a worker thread."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.tools = {t.name: t for t in registry.mcp_tools()}
+        self.stores = ThreadStores()
+        self.limiter = anyio.CapacityLimiter(WORKERS)
+        self.lookups = anyio.CapacityLimiter(4)  # token look-ups: never queued behind long calls
+
+    async def in_thread(self, fn: Any, *args: Any, limiter: Any = None) -> Any:
+        """`fn(*args)` in a worker thread; run to its end even if the caller is cancelled."""
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter or self.limiter)
+
+    def token_record(self, token: str) -> dict[str, Any] | None:
+        ctx = Context(repo=self.options.repo, stores=self.stores.get())
+        try:
+            with ctx.store().read() as conn:
+                return tokens.by_value(conn, token)
+        except SwarmError:
+            return None  # no store: no token is good
+        finally:
+            ctx.close()
+
+    def caller(self, request: Any) -> Caller:
+        if self.options.auth == "trust":
+            return Caller(self.options.actor, Context(actor=self.options.actor).auth)
+        user = request.scope.get("user") if request is not None else None
+        access = getattr(user, "access_token", None)
+        if access is None:  # the SDK let no request through without a token: never reached
+            raise SwarmError("E_FORBIDDEN", "no bearer token came with the call")
+        return Caller(access.client_id, "token", read_only="write" not in access.scopes)
+
+    async def dispatch(self, request: Any, name: str, arguments: Any) -> dict[str, Any]:
+        try:
+            caller = self.caller(request)
+        except SwarmError as exc:
+            return failure(name if name in self.tools else None, exc, Meta(auth="token"))
+        tool = self.tools.get(name)
+        refused = self.refusal(tool, arguments, caller) if tool is not None else None
+        if refused is not None:
+            return failure(name, refused, Meta(auth=caller.auth))
+        state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+        return await self.in_thread(self.run, caller, name, arguments, state.get(REJECTED))
+
+    def run(self, caller: Caller, name: str, arguments: Any, rejected: SwarmError | None) -> dict[str, Any]:
+        auth = "token" if caller.auth == "token" else None
+        ctx = Context(repo=self.options.repo, actor=caller.actor, stores=self.stores.get(), auth=auth)
+        return call_tool(name, arguments, ctx, self.tools, rejected=rejected)
+
+    def refusal(self, tool: Tool, arguments: Any, caller: Caller) -> SwarmError | None:
+        if caller.read_only and tool.mutates:
+            return SwarmError(
+                "E_FORBIDDEN",
+                f"{tool.name} writes to the store, and the token of {caller.actor} is read-only",
+                details={"tool": tool.name, "actor": caller.actor, "read_only": True},
+                hint="Use a token made without --read-only (`swarmctl token create ACTOR`).",
+            )
+        if tool.name == "workflow_run" and not self.options.allow_run and _runs_commands(arguments):
+            return SwarmError(
+                "E_FORBIDDEN",
+                "workflow_run of a workflow with command steps over HTTP needs a server started with --allow-run",
+                details={"tool": tool.name, "allow_run": False},
+                hint="Start the server with `swarmctl mcp --http HOST:PORT --allow-run`, or run the workflow with the CLI on the store's host.",
+            )
+        return None
+
+
+def _runs_commands(arguments: Any) -> bool:
+    """Whether the workflow file a workflow_run names has a `run` step (an unreadable one: the
+    tool itself says what is wrong with it)."""
+    from pathlib import Path
+
+    from swarmctl.tools.workflow import definition
+
+    path = arguments.get("file") if isinstance(arguments, dict) else None
+    if not isinstance(path, str) or not path:
+        return False
+    try:
+        steps = definition.load(Path(path)).get("steps", [])
+    except (SwarmError, OSError, ValueError):
+        return False
+    return any("run" in step for step in steps)
+
+
+# --- the app, and serving it -----------------------------------------------------------------
+
+
+def build_app(options: Options, door: HttpDoor) -> Any:
+    """The ASGI app: Guard around the SDK's Streamable HTTP app, Bounds inside its authentication."""
+    from starlette.middleware import Middleware
+
+    server = build_server(options.repo, options.actor, dispatch=door.dispatch)
+    origin = f"http://{authority(options.host, options.port)}"
+    auth: dict[str, Any] = {}
+    if options.auth == "token":
+        # The issuer is this server (no other exists); with no resource_server_url, no OAuth
+        # metadata is published, and 401s carry no resource_metadata pointing at any.
+        settings = AuthSettings(issuer_url=origin, resource_server_url=None)
+        auth = {"auth": settings, "token_verifier": StoreTokens(door)}
+    app = server.streamable_http_app(
+        streamable_http_path=PATH,
+        host=options.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),  # Guard does it
+        max_request_body_size=limits.max_input_bytes(),
+        **auth,
+    )
+    app.user_middleware.append(Middleware(Bounds))  # innermost: after authentication
+    hosts = options.allowed_hosts or default_hosts(options.host, options.port)
+    origins = options.allowed_origins + [f"http://{h}" for h in hosts]
+    return Guard(app, hosts, origins)
+
+
+def listen(host: str, port: int) -> Any:
+    """A socket bound to host:port (port 0: a free one), or E_INVALID_ARG saying why not."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"cannot listen on {authority(host, port)}: {exc.strerror or exc}",
+            details={"http": authority(host, port)},
+            hint="Choose another port (0: any free one) or an address of this machine.",
+        ) from None
+    return sock
+
+
+def serve(options: Options) -> int:
+    """Listen, say where on stderr, and serve until SIGINT or SIGTERM."""
+    import uvicorn
+
+    check(options)
+    sock = listen(options.host, options.port)
+    options.port = sock.getsockname()[1]
+    door = HttpDoor(options)
+    url = f"http://{authority(options.host, options.port)}{PATH}"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if not self.should_exit:
+                print(f"listening on {url}", file=sys.stderr, flush=True)
+
+    config = uvicorn.Config(
+        build_app(options, door), log_level="warning", access_log=False, timeout_graceful_shutdown=5, server_header=False
+    )
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        door.stores.close()
+    return 0

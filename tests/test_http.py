@@ -1,0 +1,304 @@
+"""`swarmctl mcp --http`: a real server process, real clients (the SDK's Streamable HTTP client,
+and raw HTTP for what that client never sends), tokens that name actors.
+
+Every wait here is on an event: the server's `listening on` line, a response, a file a step
+writes, the clock passing a token's expiry."""
+
+import json
+import re
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from swarm import Swarm
+from core_helpers import ALICE, as_
+from mcp_client import HttpClient, HttpServer
+from swarmctl import names, registry
+
+LISTENING = re.compile(r"^listening on http://127\.0\.0\.1:(\d+)/mcp$", re.M)
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def _init(sw: Swarm) -> str:
+    """A store with one changeset; its id."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    return sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "m")["changeset"]["id"]
+
+
+def _token(sw: Swarm, actor: str, *args: str) -> dict:
+    return sw.ok(*as_(sw, ALICE), "token", "create", actor, *args)
+
+
+def _serve(sw: Swarm, *args: str) -> HttpServer:
+    server = HttpServer("--repo", str(sw.store), "mcp", "--http", "127.0.0.1:0", *args, cwd=sw.tmp, env=sw.env)
+    assert server.url is not None, server.stop()
+    return server
+
+
+def _post(url: str, body: dict | str | bytes, token: str | None = None, **headers: str) -> httpx2.Response:
+    sent = {**HEADERS, **({"authorization": f"Bearer {token}"} if token else {}), **headers}
+    content = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return httpx2.post(url, content=content, headers=sent, timeout=60)
+
+
+def _ops(sw: Swarm) -> list[dict]:
+    return sw.ok("--repo", str(sw.store), "op", "log", "-n", "1000")["ops"]
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_token_names_the_actor_and_a_read_only_token_only_reads(sw):
+    cs = _init(sw)
+    writer, reader = _token(sw, "agent/w1"), _token(sw, "agent/r1", "--read-only")
+    with _serve(sw) as server:
+        port = int(LISTENING.search(server.log()).group(1))
+        assert port > 0 and server.url == f"http://127.0.0.1:{port}/mcp"
+        with HttpClient(server.url, writer["token"]) as client:
+            assert {t.name for t in client.list_tools().tools} == {t.name for t in registry.mcp_tools()}
+            made = client.envelope("ref_set", {"name": "main", "target": cs})
+        with HttpClient(server.url, reader["token"]) as client:
+            refused = client.envelope("ref_set", {"name": "other", "target": cs})
+            read = client.envelope("op_log", {"limit": 1})
+    assert made["ok"] and made["meta"]["auth"] == "token", made
+    assert refused["error"]["code"] == "E_FORBIDDEN" and refused["meta"]["auth"] == "token", refused
+    assert read["ok"] and read["result"]["ops"][0]["actor"] == "agent/w1" and read["result"]["ops"][0]["kind"] == "ref_set"
+
+
+def _session(url: str, token: str) -> dict[str, str]:
+    """A session opened over raw HTTP: the headers its later requests carry."""
+    opened = _post(url, INIT, token)
+    assert opened.status_code == 200, opened.text
+    session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, token, **session)
+    return session
+
+
+def _call(name: str, arguments: dict, request_id: int = 7) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+def test_missing_unknown_expired_and_revoked_tokens_get_401_and_run_nothing(sw):
+    cs = _init(sw)
+    good, revoked, expiring = _token(sw, "agent/w1"), _token(sw, "agent/w2"), _token(sw, "agent/w3", "--expires", "1s")
+    with _serve(sw) as server:
+        session = _session(server.url, revoked["token"])  # opened before the revocation
+        with HttpClient(server.url, revoked["token"]) as client:
+            assert client.envelope("op_log", {"limit": 1})["ok"]
+            sw.ok(*as_(sw, ALICE), "token", "revoke", str(revoked["id"]))
+            before = len(_ops(sw))
+            with pytest.raises(Exception):
+                client.call_tool("ref_set", {"name": "late", "target": cs})
+        late = _post(server.url, _call("ref_set", {"name": "late", "target": cs}), revoked["token"], **session)
+        assert late.status_code == 401, late.text
+        assert len(_ops(sw)) == before, "a call on a revoked token ran"
+        while names.now() < sw.ok("--repo", str(sw.store), "token", "list")["tokens"][2]["expires_at"]:
+            time.sleep(0.05)  # waits on the clock passing the token's expiry, not on a guess
+        for token in (None, "swt_never-issued", revoked["token"], expiring["token"], good["token"] + "x"):
+            answer = _post(server.url, INIT, token)
+            assert answer.status_code == 401, (token, answer.status_code, answer.text)
+            assert "swt_" not in answer.text
+        assert _post(server.url, INIT, good["token"]).status_code == 200
+        basic = _post(server.url, INIT, **{"authorization": f"Basic {good['token']}"})
+        assert basic.status_code == 401, basic.text
+    assert len(_ops(sw)) == before
+
+
+def test_host_and_origin_are_checked_and_no_cors_headers_are_sent(sw):
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw, "--allowed-origin", "https://app.example") as server:
+        port = server.url.split(":")[2].split("/")[0]
+        evil = _post(server.url, INIT, token, origin="http://evil.example")
+        assert evil.status_code == 403 and evil.json()["error"]["code"] == -32600, evil.text
+        rebound = _post(server.url, INIT, token, host=f"evil.example:{port}")
+        assert rebound.status_code == 421 and rebound.json()["jsonrpc"] == "2.0", rebound.text
+        fine = [_post(server.url, INIT, token, origin=o) for o in ("https://app.example", f"http://localhost:{port}")]
+        assert [r.status_code for r in fine] == [200, 200], [r.text for r in fine]
+        assert _post(server.url, INIT, token, host=f"localhost:{port}").status_code == 200
+        preflight = httpx2.options(server.url, headers={"origin": "https://app.example", "access-control-request-method": "POST"})
+        for answer in [evil, rebound, *fine, preflight]:
+            assert not [h for h in answer.headers if h.lower().startswith("access-control-")], dict(answer.headers)
+
+
+def test_bodies_are_bounded_and_checked_before_the_sdk_reads_them(sw):
+    cs = _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        sw.env["SWARMCTL_MAX_INPUT_BYTES"] = "1"  # for nothing: the server read its bound at start
+        big = _post(server.url, '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + "x" * (17 << 20) + '"}}', token)
+        assert big.status_code == 413 and big.json()["error"]["data"] == {"code": "E_INVALID_ARG", "max_bytes": 16 << 20}, big.text[:300]
+        twice = _post(server.url, '{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', token)
+        assert twice.status_code == 400 and twice.json()["error"]["data"]["fields"] == ["id"], twice.text
+        deep = _post(server.url, '{"jsonrpc":"2.0","id":1,"method":"ping","params":' + "[" * 500 + "]" * 500 + "}", token)
+        assert deep.status_code == 400 and deep.json()["error"]["code"] == -32600, deep.text
+        session = _session(server.url, token)
+        call = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ref_set","arguments":{"name":"a","name":"b","target":"' + cs + '"}}}'
+        answer = _post(server.url, call, token, **session)
+    event = json.loads(next(line[5:] for line in answer.text.splitlines() if line.startswith("data:")))
+    envelope = event["result"]["structuredContent"]
+    assert event["id"] == 7 and event["result"]["isError"] is True
+    assert envelope["op"] == "ref_set" and envelope["error"]["code"] == "E_INVALID_ARG", envelope
+    assert [op["kind"] for op in _ops(sw)] == ["token_create", "changeset_create", "init"], "a refused call wrote"
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (("--http", "0.0.0.0:0", "--auth", "trust", "--as", ALICE), "loopback"),
+        (("--http", "[::]:0", "--auth", "trust"), "loopback"),
+        (("--http", "127.0.0.1:0", "--as", ALICE), "--as"),
+        (("--http", "127.0.0.1:0", "--auth", "maybe"), "--auth"),
+        (("--http", "localhost", "--auth", "trust"), "HOST:PORT"),
+        (("--http", "::1:80"), "HOST:PORT"),
+    ],
+)
+def test_what_cannot_be_served_is_refused_at_start_up(sw, args, word):
+    _init(sw)
+    ran = sw.process("--repo", str(sw.store), "mcp", *args)
+    assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG" and word in ran.error["message"], ran.transcript()
+    assert "listening" not in ran.stderr
+
+
+def test_http_options_go_with_http_only(sw):
+    _init(sw)
+    ran = sw.process("--repo", str(sw.store), "mcp", "--allow-run")
+    assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG" and "--http" in ran.error["message"], ran.transcript()
+
+
+def test_trust_on_loopback_acts_as_the_servers_actor(sw):
+    cs = _init(sw)
+    server = HttpServer("--repo", str(sw.store), "mcp", "--http", "[::1]:0", "--auth", "trust", "--as", ALICE, cwd=sw.tmp, env=sw.env)
+    with server:
+        assert re.fullmatch(r"http://\[::1\]:\d+/mcp", server.url or ""), server.log()
+        with HttpClient(server.url) as client:
+            made = client.envelope("ref_set", {"name": "main", "target": cs})
+    assert made["ok"] and made["meta"]["auth"] == "trust" and _ops(sw)[0]["actor"] == ALICE
+
+
+WAITING_STEP = """#!/bin/sh
+touch "$1/started"
+while [ ! -e "$1/release" ]; do sleep 0.05; done
+"""
+
+
+def test_workflow_run_with_commands_needs_allow_run(sw):
+    cs = _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    (sw.tmp / "wf.toml").write_text('name = "w"\n[[step]]\nname = "s"\nrun = ["true"]\n')
+    (sw.tmp / "refs.toml").write_text('name = "r"\n[[step]]\nname = "s"\nref_set = { name = "main", to = "%s" }\n' % cs)
+    with _serve(sw) as server, HttpClient(server.url, token) as client:
+        refused = client.envelope("workflow_run", {"file": str(sw.tmp / "wf.toml")})
+        store_only = client.envelope("workflow_run", {"file": str(sw.tmp / "refs.toml")})
+    assert refused["error"]["code"] == "E_FORBIDDEN" and "--allow-run" in refused["error"]["message"], refused
+    assert store_only["ok"], store_only
+    with _serve(sw, "--allow-run") as server, HttpClient(server.url, token) as client:
+        ran = client.envelope("workflow_run", {"file": str(sw.tmp / "wf.toml")})
+    assert ran["ok"] and ran["result"]["workflow"]["state"] == "completed", ran
+
+
+def test_a_call_whose_client_went_away_runs_to_completion(sw):
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    step = sw.tmp / "wait.sh"
+    step.write_text(WAITING_STEP)
+    step.chmod(0o755)
+    (sw.tmp / "wf.toml").write_text(f'name = "w"\n[[step]]\nname = "s"\nrun = ["{step}", "{sw.tmp}"]\n')
+    with _serve(sw, "--allow-run") as server:
+
+        async def call_and_leave() -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_call_in_session, server.url, token, str(sw.tmp / "wf.toml"))
+                with anyio.fail_after(120):
+                    while not (sw.tmp / "started").exists():
+                        await anyio.sleep(0.05)  # waits on the step's file
+                tg.cancel_scope.cancel()  # the client goes away mid-call
+
+        anyio.run(call_and_leave)
+        (sw.tmp / "release").touch()
+        deadline = time.monotonic() + 120
+        while _workflow_states(sw) != ["completed"] and time.monotonic() < deadline:
+            time.sleep(0.05)  # waits on the abandoned call's workflow to end
+    assert _workflow_states(sw) == ["completed"]
+
+
+def _workflow_states(sw: Swarm) -> list[str]:
+    return [w["state"] for w in sw.ok("--repo", str(sw.store), "workflow", "list")["workflows"]]
+
+
+async def _call_in_session(url: str, token: str, file: str) -> None:
+    client = HttpClient(url, token)
+    async with client._connect() as session:
+        await session.call_tool("workflow_run", {"file": file})
+
+
+AGENTS = 16
+WRITES = 4
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_sixteen_agents_with_sixteen_tokens_racing_writes_get_gapless_ops_under_their_names(sw):
+    cs = _init(sw)
+    made = [_token(sw, f"agent/racer-{i:02d}") for i in range(AGENTS)]
+    first = len(_ops(sw)) + 1
+    with _serve(sw) as server:
+        envelopes = _race(server.url, [t["token"] for t in made], cs)
+        log = server.log()
+    assert all(e["ok"] and e["meta"]["auth"] == "token" for e in envelopes), [e for e in envelopes if not e["ok"]][:2]
+    ops = sorted(_ops(sw), key=lambda op: op["op"])[first - 1 :]
+    assert [op["op"] for op in ops] == list(range(first, first + AGENTS * WRITES)), "the ops have a gap"
+    by_ref = {op["ref_moves"][0]["name"]: op["actor"] for op in ops}
+    assert by_ref == {f"race/{i:02d}-{n}": f"agent/racer-{i:02d}" for i in range(AGENTS) for n in range(WRITES)}
+    assert sorted(e["result"]["op"] for e in envelopes) == [op["op"] for op in ops]
+    assert not [t for t in made if t["token"] in log or t["token"][4:] in log], "a token's value is in the server's log"
+
+
+def _race(url: str, tokens: list[str], target: str) -> list[dict]:
+    """Each token an agent with its own session, all writing at once."""
+    envelopes: list[dict] = []
+
+    async def agent(i: int, token: str) -> None:
+        async with HttpClient(url, token)._connect() as session:
+            for n in range(WRITES):
+                result = await session.call_tool("ref_set", {"name": f"race/{i:02d}-{n}", "target": target})
+                envelopes.append(result.structured_content)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i, token in enumerate(tokens):
+                tg.start_soon(agent, i, token)
+
+    anyio.run(main)
+    return envelopes
+
+
+def test_a_tokens_value_is_never_in_the_store_the_log_or_any_output(sw):
+    cs = _init(sw)
+    made = _token(sw, "agent/w1")
+    value, secret = made["token"], made["token"][4:]
+    outputs = []
+    with _serve(sw) as server:
+        with HttpClient(server.url, value) as client:
+            outputs += [json.dumps(client.envelope(name, args)) for name, args in [
+                ("ref_set", {"name": "main", "target": cs}), ("op_log", {}), ("op_show", {"op": 1}),
+                ("ref_list", {}), ("ref_set", {"name": "main", "target": "nope"}),
+            ]]
+            outputs += [json.dumps(m) for m in client.received.messages]
+        outputs += [_post(server.url, INIT, value, origin="http://evil.example").text, _post(server.url, INIT, value + "x").text]
+        sw.ok(*as_(sw, ALICE), "token", "revoke", str(made["id"]))
+        outputs.append(_post(server.url, INIT, value).text)
+        _, out, log = server.stop()
+    outputs += [out, log]
+    for args in (("token", "list"), ("token", "list", "-o", "table"), ("op", "log"), ("op", "log", "-o", "table"), ("op", "show", "2")):
+        ran = sw("--repo", str(sw.store), *args)
+        outputs += [ran.stdout, ran.stderr]
+    assert [o for o in outputs if value in o or secret in o] == []
+    stored = [p for p in Path(sw.store).rglob("*") if p.is_file()]
+    assert stored and [p for p in stored if secret.encode() in p.read_bytes()] == []
