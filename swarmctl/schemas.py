@@ -57,7 +57,30 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
     """
     result = json_schema(tool.result, mode="serialization")
     del result["$schema"]
-    error = {
+    return {
+        "$schema": DIALECT,
+        "title": f"Envelope of {tool.name}",
+        "description": f"The envelope: `result` ({tool.result.__name__}) when `ok` is true, `error` when it is false.",
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "op": {"const": tool.name},
+            "api": {"const": API_VERSION},
+            "result": result,
+            "error": _error_schema(),
+            "meta": _meta_schema(),
+        },
+        "required": ["ok", "op", "api", "meta"],
+        "oneOf": [
+            {"properties": {"ok": {"const": True}}, "required": ["result"]},
+            {"properties": {"ok": {"const": False}}, "required": ["error"]},
+        ],
+    }
+
+
+def _error_schema() -> dict[str, Any]:
+    """An envelope's `error`: the same for every tool."""
+    return {
         "type": "object",
         "properties": {
             "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
@@ -82,7 +105,11 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
         },
         "required": ["code", "message", "details", "hint", "next"],
     }
-    meta = {
+
+
+def _meta_schema() -> dict[str, Any]:
+    """An envelope's `meta`: the same for every tool."""
+    return {
         "type": "object",
         "properties": {
             "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
@@ -97,25 +124,6 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
             },
         },
         "required": ["repo", "elapsed_ms", "resolved", "auth"],
-    }
-    return {
-        "$schema": DIALECT,
-        "title": f"Envelope of {tool.name}",
-        "description": f"The envelope: `result` ({tool.result.__name__}) when `ok` is true, `error` when it is false.",
-        "type": "object",
-        "properties": {
-            "ok": {"type": "boolean"},
-            "op": {"const": tool.name},
-            "api": {"const": API_VERSION},
-            "result": result,
-            "error": error,
-            "meta": meta,
-        },
-        "required": ["ok", "op", "api", "meta"],
-        "oneOf": [
-            {"properties": {"ok": {"const": True}}, "required": ["result"]},
-            {"properties": {"ok": {"const": False}}, "required": ["error"]},
-        ],
     }
 
 

@@ -15,7 +15,7 @@ Each step lands in exactly one list, by its observed status:
 A store step's undo is predicted with `op.plan_undo`, which raises what the real undo would:
 a ref moved since shows up as a predicted E_CAS_MISMATCH. `blockers` are what `--confirm`
 refuses (E_REFUSED), each `{code, message}`; `unmeasured` says what the preview cannot know.
-The types of all of it are in models.py (BlastRadius), so the MCP outputSchema shows them.
+The types of all of it are in rollback_types.py (BlastRadius), so the MCP outputSchema shows them.
 
 The `preview_id` fingerprints the radius: a hash of its canonical JSON without `blockers` and
 the `acknowledged` marks (those are the caller's decisions, not the radius). It changes when a
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -35,9 +36,8 @@ from swarmctl.spec import plain
 from swarmctl.store import Conn
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
-from swarmctl.tools.workflow.models import (
-    ACKNOWLEDGE_ALL,
-    RADIUS_LISTS as LISTS,
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS
+from swarmctl.tools.workflow.rollback_types import (
     AlreadyRolledBack,
     AnyBlocker,
     BlastRadius,
@@ -133,7 +133,7 @@ def _place(
         # Unreadable or unknown: its effect cannot be told, and a blocker says so.
         return "unknown_effects", _unknown(step, None)
     if status in ("running", "undoing", "interrupted"):
-        return "unknown_effects", _unknown(step, step.interrupted_during or ("rollback" if step.status == "undoing" else "run"))
+        return "unknown_effects", _unknown(step, step.phase)
     if status == "rolled_back":
         return "already_rolled_back", AlreadyRolledBack(
             step=step.name, index=step.idx, kind=step.kind, status=status, undo_op=step.undo_op
@@ -168,8 +168,6 @@ def _place(
 
 
 def _path_env() -> dict[str, str]:
-    import os
-
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
@@ -208,8 +206,23 @@ def blockers(
     preview_id: str,
     environ: Mapping[str, str],
 ) -> list[AnyBlocker]:
-    """What `--confirm` refuses, each `{code, message}` (plus what it names)."""
-    found: list[AnyBlocker] = []
+    """What `--confirm` refuses, each `{code, message}` (plus what it names), in this order:
+    records it cannot read, the workflow's state, unknown effects not acknowledged, rollback
+    commands missing an `${env:...}`, and a preview that no longer matches."""
+    state = _state_blocker(wf, include_completed)
+    unacknowledged = _unacknowledged_blocker(lists["unknown_effects"])
+    return [
+        *_record_blockers(wf),
+        *([state] if state is not None else []),
+        *([unacknowledged] if unacknowledged is not None else []),
+        *_missing_env_blockers(wf, lists["would_roll_back"], environ),
+        *_preview_blockers(expect_preview, preview_id),
+    ]
+
+
+def _record_blockers(wf: Workflow) -> list[StepBlocker]:
+    """Each step whose record cannot be read, or whose status this swarmctl does not know."""
+    found = []
     for s in wf.steps:
         if s.problems or (s.kind not in definition.KINDS):
             why = "; ".join(s.problems) or f"unknown step kind {s.kind!r}"
@@ -218,44 +231,63 @@ def blockers(
             found.append(StepBlocker(
                 "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
             ))
+    return found
+
+
+_NOTHING_TO_ROLL_BACK = {
+    "pending": "it has not started, so there is nothing to roll back",
+    "cancelled": "a cancelled workflow stays as it was left",
+    "rolled_back": "it was rolled back already",
+}
+
+
+def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
+    """The one reason the workflow's state refuses a rollback, if any."""
     state = wf.observed
     orphan = orphaned_command(wf)
     if state not in WORKFLOW_STATES:
-        found.append(Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise"))
-    elif orphan is not None:
-        found.append(CommandRunningBlocker(
+        return Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise")
+    if orphan is not None:
+        return CommandRunningBlocker(
             "command_running",
             f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
             f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
             orphan.name,
             orphan.command_pid,
-        ))
-    elif held_by_other(wf):
-        found.append(HeldBlocker(
+        )
+    if held_by_other(wf):
+        return HeldBlocker(
             "workflow_state",
             f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
             {"pid": wf.owner_pid, "actor": wf.owner_actor},
-        ))
-    elif state in ("pending", "cancelled", "rolled_back"):
-        why = {
-            "pending": "it has not started, so there is nothing to roll back",
-            "cancelled": "a cancelled workflow stays as it was left",
-            "rolled_back": "it was rolled back already",
-        }[state]
-        found.append(Blocker("workflow_state", f"the workflow is {state}: {why}"))
-    elif state == "completed" and not include_completed:
-        found.append(Blocker(
+        )
+    if state in _NOTHING_TO_ROLL_BACK:
+        return Blocker("workflow_state", f"the workflow is {state}: {_NOTHING_TO_ROLL_BACK[state]}")
+    if state == "completed" and not include_completed:
+        return Blocker(
             "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
-        ))
-    unacknowledged = [e.step for e in lists["unknown_effects"] if not e.acknowledged]
-    if unacknowledged:
-        found.append(UnacknowledgedBlocker(
-            "unknown_effects_unacknowledged",
-            "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
-            f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
-            unacknowledged,
-        ))
-    for e in lists["would_roll_back"]:
+        )
+    return None
+
+
+def _unacknowledged_blocker(unknown_effects: list[UnknownEffect]) -> UnacknowledgedBlocker | None:
+    unacknowledged = [e.step for e in unknown_effects if not e.acknowledged]
+    if not unacknowledged:
+        return None
+    return UnacknowledgedBlocker(
+        "unknown_effects_unacknowledged",
+        "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
+        f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
+        unacknowledged,
+    )
+
+
+def _missing_env_blockers(
+    wf: Workflow, would_roll_back: list[RollbackEntry], environ: Mapping[str, str]
+) -> list[MissingEnvBlocker]:
+    """Each rollback command that refers to an `${env:...}` not set in `environ`."""
+    found = []
+    for e in would_roll_back:
         if isinstance(e.undo, UndoByCommand):
             step = wf.step(e.step)
             missing = definition.missing_references(step.spec, environ)
@@ -266,11 +298,15 @@ def blockers(
                     step.name,
                     missing,
                 ))
-    if expect_preview is not None and expect_preview != preview_id:
-        found.append(PreviewMismatchBlocker(
-            "preview_mismatch",
-            f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
-            expect_preview,
-            preview_id,
-        ))
     return found
+
+
+def _preview_blockers(expect_preview: str | None, preview_id: str) -> list[PreviewMismatchBlocker]:
+    if expect_preview is None or expect_preview == preview_id:
+        return []
+    return [PreviewMismatchBlocker(
+        "preview_mismatch",
+        f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
+        expect_preview,
+        preview_id,
+    )]

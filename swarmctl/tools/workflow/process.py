@@ -97,8 +97,6 @@ def run_command(
     while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
     and propagates. The output tails keep nothing of `hidden` (values to scrub, in any of their
     encodings) nor of a value assigned to a secret-named key (`secrets.redact_text`)."""
-    import signal
-    import subprocess
     import tempfile
 
     started = time.monotonic()
@@ -106,51 +104,76 @@ def run_command(
     problem = program_problem(argv[0], cwd, env)
     if problem:
         return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
-    gate_out, gate_in = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        gate_out, gate_in = os.pipe()
         try:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", _GATE, "swarmctl-step", program, *argv[1:]],
-                cwd=cwd,
-                env=dict(env),
-                stdin=gate_out,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,  # its own process group, which a timeout kills whole
-            )
+            proc = _start_gated([program, *argv[1:]], cwd, env, gate_out, out, err)
         except OSError as exc:
             os.close(gate_in)
             return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {exc.strerror or exc}")
-        finally:
-            os.close(gate_out)
-        timed_out = False
-        try:
-            try:
-                if on_start is not None:
-                    on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
-                try:
-                    os.write(gate_in, b"go\n")
-                except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
-                    pass
-            finally:
-                os.close(gate_in)
-            _wait(proc, timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        code = proc.returncode
-        return CommandOutcome(
-            exit_code=code if code is not None and code >= 0 and not timed_out else None,
-            signal=signal.Signals(-code).name if code is not None and code < 0 else None,
-            timed_out=timed_out,
-            duration_ms=_ms(started),
-            stdout_tail=_tail(out, hidden),
-            stderr_tail=_tail(err, hidden),
-            error=None,
+        timed_out = _open_gate_and_wait(proc, gate_in, on_start, timeout_s)
+        return _finished(proc, timed_out, _ms(started), _tail(out, hidden), _tail(err, hidden))
+
+
+def _start_gated(argv: list[str], cwd: Path, env: Mapping[str, str], gate_out: int, out: Any, err: Any) -> Any:
+    """The command's process, in a process group of its own (which a timeout kills whole),
+    waiting at the gate (`_GATE`) for `go` on `gate_out`, which is closed here."""
+    import subprocess
+
+    try:
+        return subprocess.Popen(
+            ["/bin/sh", "-c", _GATE, "swarmctl-step", *argv],
+            cwd=cwd,
+            env=dict(env),
+            stdin=gate_out,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
         )
+    finally:
+        os.close(gate_out)
+
+
+def _open_gate_and_wait(
+    proc: Any, gate_in: int, on_start: Callable[[pids.ProcessId], None] | None, timeout_s: float
+) -> bool:
+    """Tell `on_start` the group, open the gate, wait for the command: whether it timed out.
+    Any exception on the way kills the group (the command never starts if `on_start` raises)."""
+    import subprocess
+
+    try:
+        try:
+            if on_start is not None:
+                on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
+            try:
+                os.write(gate_in, b"go\n")
+            except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
+                pass
+        finally:
+            os.close(gate_in)
+        _wait(proc, timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return True
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return False
+
+
+def _finished(proc: Any, timed_out: bool, duration_ms: int, stdout_tail: str, stderr_tail: str) -> CommandOutcome:
+    import signal
+
+    code = proc.returncode
+    return CommandOutcome(
+        exit_code=code if code is not None and code >= 0 and not timed_out else None,
+        signal=signal.Signals(-code).name if code is not None and code < 0 else None,
+        timed_out=timed_out,
+        duration_ms=duration_ms,
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
+        error=None,
+    )
 
 
 @contextmanager
