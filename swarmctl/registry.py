@@ -27,6 +27,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
     "token": "swarmctl.tools.token",
+    "policy": "swarmctl.tools.policy",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from swarmctl import fields, limits
+from swarmctl import fields
 from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
@@ -195,41 +195,3 @@ def _field_path(request: type, loc: tuple) -> str | None:
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(members) > 1:
         return str(loc[0])
     return ".".join(str(part) for part in loc)
-
-
-class DuplicateField(ValueError):
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(", ".join(names))
-        self.names = names
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    twice = []
-    for key, value in pairs:
-        if key in seen:
-            twice.append(key)
-        seen[key] = value
-    if twice:
-        raise DuplicateField(twice)
-    return seen
-
-
-def parse_arguments(text: str, what: str = "the arguments") -> Any:
-    """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
-    is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
-    limits.check_size(text, what)
-    limits.check_json_depth(text, what)
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
-        raise limits.too_deep(what, limits.max_json_depth()) from None
-    except DuplicateField as exc:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"a field is named twice: {exc}",
-            details={"fields": exc.names},
-            hint="Name each field once.",
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise SwarmError("E_INVALID_ARG", f"arguments are not valid JSON: {exc}", details={"position": exc.pos}) from None

@@ -61,8 +61,9 @@ class Cli(NamedTuple):
     metavar: str | None = None
     complete: Complete | None = None  # what the shell completes for it
     # How the CLI turns what was typed into the request value:
-    #   "kv": repeated K=V into a dict; "file": repeated PATH into {path: text}.
-    parse: Literal["kv", "file"] | None = None
+    #   "kv": repeated K=V into a dict; "file": repeated PATH into {path: text};
+    #   "text": one PATH (or - for stdin) into its text; "json": JSON text into its value.
+    parse: Literal["kv", "file", "text", "json"] | None = None
     hidden: bool = False
 
 

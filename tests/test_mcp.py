@@ -13,7 +13,8 @@ from core_helpers import UNDO_REFERENCE_TEXT, build_golden_store
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarmctl import registry, schemas
-from swarmctl.mcp import arguments_named_twice, read_frame
+from swarmctl.jsontext import arguments_named_twice
+from swarmctl.mcp import read_frame
 
 # The MCP example of reference/swarmops-undo.md: the request, and the response after
 # normalisation (a name in square brackets stands for what differs from run to run): the

@@ -85,6 +85,26 @@ COMPLETED = (RUN, APPROVE, ("workflow", "resume", WORKFLOW))
 BROKEN = Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")  # promote ran; check failed
 CONFLICTED = Fails("E_CAS_MISMATCH", "tx", "commit")  # after MOVE_V1: the transaction is Conflicted
 
+# Policies (README: Policy), set by AGENT, who may while no policy is set. POLICY protects main
+# and release/* for people and keeps agents from undoing others' ops; ADMINS lets only people
+# change the policy; SELF_APPROVAL keeps a workflow's creator from approving its own gate; RUNS
+# lets no one run a workflow from this directory.
+POLICY = """\
+[[protect]]
+refs = ["main", "release/*"]
+actors = ["human/*"]
+
+[undo]
+others = ["human/*"]
+"""
+POLICIES = {
+    "policy.toml": POLICY,
+    "admins.toml": 'admins = ["human/*"]\n',
+    "self-approval.toml": "[approve]\nself = false\n",
+    "runs.toml": '[run]\ndefinitions = ["/srv/workflows/**"]\n',
+}
+SET_POLICY = ("policy", "set", "policy.toml")
+
 
 # On the golden store: ops 1-6; main names "Fix flaky deploy check" (op 5), release/v1 too (op 6).
 CASES: dict[str, list[Case]] = {
@@ -99,8 +119,38 @@ CASES: dict[str, list[Case]] = {
     "ref_set": [
         Case(("ref", "set", "hotfix", "main", "--create"), {"name": "hotfix", "target": "main", "create": True}),
         Case(("ref", "set", "main", "release/v1", "--create"), {"name": "main", "target": "release/v1", "create": True}),
+        Case(("ref", "set", "hotfix", "main"), {"name": "hotfix", "target": "main"}, setup=(SET_POLICY,), files=POLICIES),  # not protected
+        Case(("ref", "set", "release/v2", "main"), {"name": "release/v2", "target": "main"}, setup=(SET_POLICY,), files=POLICIES),  # protect: E_FORBIDDEN
+        Case(
+            ("ref", "set", "release/v1", "main", "--create"),
+            {"name": "release/v1", "target": "main", "create": True},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # forbidden and a compare-and-swap conflict (it exists): forbidden wins
     ],
-    "ref_delete": [Case(("ref", "delete", "release/v1", "--expect", "main"), {"name": "release/v1", "expect": "main"})],
+    "ref_delete": [
+        Case(("ref", "delete", "release/v1", "--expect", "main"), {"name": "release/v1", "expect": "main"}),
+        Case(("ref", "delete", "release/v1"), {"name": "release/v1"}, setup=(SET_POLICY,), files=POLICIES),  # protect: E_FORBIDDEN
+    ],
+    "policy_set": [
+        Case(("policy", "set", "policy.toml"), {"policy": POLICY}, files=POLICIES),
+        Case(("policy", "set", "policy.toml"), {"policy": POLICY}, setup=(("policy", "set", "admins.toml"),), files=POLICIES),  # admins: E_FORBIDDEN
+    ],
+    "policy_show": [Case(("policy", "show"), {}, setup=(SET_POLICY,), files=POLICIES)],
+    "policy_check": [
+        Case(
+            ("policy", "check", "--actor", AGENT, "ref_set", '{"name": "main", "target": "release/v1"}'),
+            {"actor": AGENT, "tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # refused by protect[0]
+        Case(
+            ("policy", "check", "--actor", "human/alice", "undo", '{"op": 6}'),
+            {"actor": "human/alice", "tool": "undo", "arguments": {"op": 6}},
+            setup=(SET_POLICY,),
+            files=POLICIES,
+        ),  # allowed
+    ],
     "ref_list": [Case(("ref", "list", "--prefix", "release/"), {"prefix": "release/"})],
     "ref_show": [Case(("ref", "show", "main"), {"name": "main"}), Case(("ref", "show", "nope"), {"name": "nope"})],
     "op_log": [
@@ -114,6 +164,9 @@ CASES: dict[str, list[Case]] = {
         Case(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}),
         Case(("op", "undo", "4"), {"op": 4}),  # release/v1 moved since (op 6): E_CAS_MISMATCH
         Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
+        Case(("op", "undo", "4"), {"op": 4}, setup=(("policy", "set", "admins.toml"),), files=POLICIES),  # undo.others unset: E_CAS_MISMATCH as without a policy
+        Case(("op", "undo", "4"), {"op": 4}, setup=(SET_POLICY,), files=POLICIES),  # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
+        Case(("op", "undo", "@"), {"op": "@"}, setup=(SET_POLICY,), files=POLICIES),  # @ is the policy_set: it is taken back
     ],
     "op_revert": [
         Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}),  # ops 3, 5, 6: main and release/v1 back
@@ -179,6 +232,7 @@ CASES: dict[str, list[Case]] = {
         Case(RUN, {"file": "release.toml"}, files=FLOWS),  # stops at the gate
         Case(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, files=FLOWS),  # E_STEP_FAILED
         Case(("workflow", "run", "missing.toml"), {"file": "missing.toml"}),  # E_INVALID_ARG, nothing created
+        Case(RUN, {"file": "release.toml"}, setup=(("policy", "set", "runs.toml"),), files={**FLOWS, **POLICIES}),  # run.definitions: E_FORBIDDEN
     ],
     "workflow_status": [
         Case(("workflow", "status", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),
@@ -198,6 +252,9 @@ CASES: dict[str, list[Case]] = {
         Case(
             (*APPROVE, "--step", "deploy"), {"workflow": WORKFLOW, "step": "deploy"}, setup=(RUN,), files=FLOWS
         ),  # not a gate: E_INVALID_ARG
+        Case(
+            APPROVE, {"workflow": WORKFLOW}, setup=(("policy", "set", "self-approval.toml"), RUN), files={**FLOWS, **POLICIES}
+        ),  # approve.self: its creator may not approve its gate, E_FORBIDDEN
     ],
     "workflow_resume": [
         Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),

@@ -34,6 +34,10 @@ def test_every_filter_reads_in_op_order_through_an_index(sw, filters, bounds):
     assert "TEMP B-TREE" not in text, text  # a sort of every match: cost grows with the log
     if "ref" in filters:
         assert "SEARCH m USING" in text and "name=?" in text, text
+        assert " o " not in f"{text} ", text  # format 3: the moves carry their op's actor and kind
+        index = "_".join(["ref_moves", *(f for f in ("actor", "kind") if f in filters)])
+        if index != "ref_moves":
+            assert f"COVERING INDEX {index} (name=? AND" in text, text
     elif "actor" in filters and "kind" in filters:
         assert "ops_actor_kind" in text, text
     elif "actor" in filters:

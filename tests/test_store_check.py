@@ -2,9 +2,10 @@
 
 `store check` (read-only, the full check), damage as E_STORE_CORRUPT on reads too, writes that
 refuse on a store whose refs or newest op disagree with the op log, the op log's hash chain,
-and the one format-migration path: a store made by the previous release (format 1, kept in
-tests/fixtures/format1-store, made with that release's code) is read as it is and upgraded by
-its first write or `store upgrade`, in one transaction. The fuzz tests are seeded."""
+and the one format-migration path: a store made by an earlier release (format 1, kept in
+tests/fixtures/format1-store, and format 2, in tests/fixtures/format2-store, each made with
+that release's code) is read as it is and upgraded by its first write or `store upgrade`, in
+one transaction. The fuzz tests are seeded."""
 
 import json
 import random
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from core_helpers import AGENT, ALICE, build_golden_store, file_digests, op_count
+from swarmctl.store.schema import FORMAT_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -42,7 +44,7 @@ def test_a_sound_store_checks_clean_and_prints_its_head_hash(sw):
     ran = check(sw, sw.store)
     assert ran.exit == 0
     head = sw.ok("--repo", str(sw.store), "op", "show", "6")
-    assert ran.result["problems"] == [] and ran.result["format"] == 2
+    assert ran.result["problems"] == [] and ran.result["format"] == FORMAT_VERSION
     assert ran.result["head"] == {"op": 6, "at": head["at"], "hash": head["hash"]}
     assert len(head["hash"]) == 64 and list(head)[-1] == "hash"
     assert file_digests(sw.store) == before  # read-only
@@ -190,7 +192,7 @@ def test_the_first_write_upgrades_a_format_1_store_in_one_transaction(sw):
     moved = sw.ok("--repo", str(store), "--as", ALICE, "ref", "set", "main", "release/v1")
     assert moved["op"] == 11
     checked = sw.ok("--repo", str(store), "store", "check")
-    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], 2, 11)
+    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], FORMAT_VERSION, 11)
     log = sw.ok("--repo", str(store), "op", "log", "-n", "50")["ops"]
     assert all(len(o["hash"]) == 64 for o in log)
     expected = json.loads((FIXTURES / "format1-store.op-log.json").read_text())["ops"]
@@ -200,10 +202,10 @@ def test_the_first_write_upgrades_a_format_1_store_in_one_transaction(sw):
 def test_store_upgrade_upgrades_once_as_one_op(sw):
     store = fixture_store(sw)
     first = sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")
-    assert first == {"format": 2, "upgraded_from": 1, "op": 11}
+    assert first == {"format": FORMAT_VERSION, "upgraded_from": 1, "op": 11}
     assert sw.ok("--repo", str(store), "op", "show", "11")["kind"] == "store_upgrade"
     again = sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")
-    assert again == {"format": 2, "upgraded_from": None, "op": None}
+    assert again == {"format": FORMAT_VERSION, "upgraded_from": None, "op": None}
     assert sw.ok("--repo", str(store), "store", "check")["problems"] == []
 
 
@@ -234,7 +236,7 @@ def test_store_check_runs_on_both_backends(sw, backend):
     build_golden_store(sw)
     checked = sw.ok("--repo", str(sw.store), "store", "check")
     newest = sw.ok("--repo", str(sw.store), "op", "show", "6")
-    assert checked["problems"] == [] and checked["format"] == 2
+    assert checked["problems"] == [] and checked["format"] == FORMAT_VERSION
     assert checked["head"] == {"op": 6, "at": newest["at"], "hash": newest["hash"]}
     undone = sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6")
     assert sw.ok("--repo", str(sw.store), "store", "check")["head"]["op"] == undone["op"]

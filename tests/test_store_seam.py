@@ -63,7 +63,7 @@ def test_both_backends_have_the_same_tables_and_columns():
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
     on_sqlite = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})")} for t in tables}
     on_postgres = {}
-    for table, body in re.findall(r"CREATE TABLE (\w+) \((.*?)\n\);", pg.SCHEMA, re.S):
+    for table, body in re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+) \((.*?)\n\);", pg.SCHEMA, re.S):
         columns = {line.split()[0] for line in body.strip().splitlines()}
         on_postgres[table] = columns - {"PRIMARY", "UNIQUE"}
     for table, only in pg.ONLY_HERE.items():

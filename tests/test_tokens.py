@@ -141,9 +141,16 @@ def test_token_tools_are_cli_only():
 
 
 def test_a_store_made_before_tokens_reads_none_and_gains_the_table_on_first_create(sw):
+    """A format-2 store made before tokens existed: its first write upgrades it to format 3,
+    which makes the table (swarmctl/store/migrate.py)."""
     _init(sw)
     with tamper(sw.store) as conn:
         conn.execute("DROP TABLE tokens")
+        for index in ("ref_moves_actor", "ref_moves_kind", "ref_moves_actor_kind"):
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute("ALTER TABLE ref_moves DROP COLUMN actor")
+        conn.execute("ALTER TABLE ref_moves DROP COLUMN kind")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
     assert sw.ok("--repo", str(sw.store), "token", "list") == {"tokens": []}
     assert sw(*as_(sw, ALICE), "token", "revoke", "1").error["code"] == "E_NOT_FOUND"
     made = _create(sw, "agent/w1")

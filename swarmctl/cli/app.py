@@ -7,6 +7,7 @@ request fields, converting values, the global options); issue 13 item 1 splits i
 import dataclasses
 import inspect
 import os
+import sys
 import types
 import typing
 from pathlib import Path
@@ -18,6 +19,7 @@ from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.doors import DOORS
 from swarmctl.envelope import SwarmError
+from swarmctl.twice import twice
 from swarmctl.spec import MAX_INT, Range, Tool, cli_of, long_flag
 
 GROUP_HELP = {
@@ -28,6 +30,7 @@ GROUP_HELP = {
     "tx": "Transactions: stage ref moves, then commit or roll back.",
     "workflow": "Workflows: run multi-step workflows and roll them back.",
     "store": "The store itself: check it, upgrade its format.",
+    "policy": "The store's policy (who may do what): show, set and check it.",
 }
 
 HELP = """The safe undo button for a swarmops store.
@@ -105,7 +108,7 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
             repeatable = bool(cli.parse) or get_origin(_is_optional(hints[f.name])[0]) is list
             for flag in {long_flag(f), *cli.flags}:
                 own[flag] = (long_flag(f), hints[f.name] is not bool, repeatable)
-    counts: dict[str, int] = {}
+    given: list[str] = []  # the single-valued options, as often as they were given
     path, in_command, i = list(tool.cli), False, 0
     while i < len(args):
         word = args[i]
@@ -121,14 +124,14 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
                 i += 1
                 continue
             if not repeatable:
-                counts[key] = counts.get(key, 0) + 1
+                given.append(key)
             if takes_value and not joined:
                 i += 1  # the option's value, whatever it looks like
         elif not in_command and path and word == path[0]:
             path.pop(0)
             in_command = not path
         i += 1
-    return [key for key, count in counts.items() if count > 1]
+    return twice(given)
 
 
 def _version(value: bool) -> None:
@@ -265,6 +268,8 @@ def _param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
         options["parser"] = _parse_op_spec
     elif cli.parse in ("kv", "file") or get_origin(base) is list:
         py_type = list[str]
+    elif cli.parse in ("text", "json"):
+        py_type = str
     elif base is int:
         # The bounds of `Annotated[int, Range(lo, hi)]`: the same ones pydantic holds the JSON doors to.
         low, high = (bounds.ge, bounds.le) if bounds else (None, MAX_INT)
@@ -307,6 +312,10 @@ def _request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
             values[f.name] = _parse_kv(long_flag(f), value or [])
         elif cli.parse == "file":
             values[f.name] = _read_files(long_flag(f), value or [])
+        elif cli.parse == "text" and value is not None:
+            values[f.name] = _read_text(cli.metavar or f.name.upper(), value)
+        elif cli.parse == "json" and value is not None:
+            values[f.name] = _parse_json(cli.metavar or f.name.upper(), value)
         elif value is None and f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
             values[f.name] = f.default_factory()  # type: ignore[misc]
         _check_length(f, values.get(f.name))
@@ -339,6 +348,31 @@ def _parse_kv(flag: str, items: list[str]) -> dict[str, str]:
             raise SwarmError("E_INVALID_ARG", f"{flag}: {key!r} is given twice", details={"fields": [key]})
         parsed[key] = value
     return parsed
+
+
+def _read_text(what: str, path: str) -> str:
+    """The text of the file at `path`, or of stdin for `-` (bounded, UTF-8)."""
+    if path != "-":
+        return next(iter(_read_files(what, [path]).values()))
+    from swarmctl import limits
+
+    try:
+        return limits.read_bounded(sys.stdin.buffer, "stdin").decode("utf-8")
+    except UnicodeDecodeError:
+        raise SwarmError("E_INVALID_ARG", f"{what} -: stdin is not UTF-8 text", details={"path": "-"}) from None
+
+
+def _parse_json(what: str, text: str) -> Any:
+    import json
+
+    from swarmctl import limits
+
+    limits.check_size(text, what)
+    limits.check_json_depth(text, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"{what} is not JSON: {exc}", details={"field": what}) from None
 
 
 def _read_files(flag: str, paths: list[str]) -> dict[str, str]:

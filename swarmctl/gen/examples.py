@@ -39,6 +39,20 @@ class Example(NamedTuple):
     files: dict[str, str] = {}  # files written to the working directory first (see `write_files`)
 
 
+# The policy of the policy examples: people may change it and move release/*; agents may not
+# undo other actors' ops.
+POLICY = """\
+admins = ["human/*"]
+
+[[protect]]
+refs = ["release/*"]
+actors = ["human/*", "ci/release"]
+
+[undo]
+others = ["human/*"]
+"""
+_SET_POLICY = ("policy_set", {"policy": POLICY})
+
 # The setup calls of the transaction examples.
 _BEGIN = ("tx_begin", {})
 _STAGE_V2 = ("tx_set", {"name": "release/v2", "target": "main"})
@@ -156,6 +170,14 @@ EXAMPLES: dict[str, Example] = {
     "token_revoke": Example({"id": 7}, ("token", "revoke", "7"), setup=(("token_create", {"actor": "agent/worker-42"}),)),
     "workflow_show_definition": Example(
         {"workflow": WORKFLOW}, ("workflow", "show-definition", WORKFLOW), setup=(_RUN,), files=RELEASE
+    ),
+    # The store's policy: POLICY protects release/* for people (made op 7 of the demo store).
+    "policy_set": Example({"policy": POLICY}, ("policy", "set", "policy.toml"), files={"policy.toml": POLICY}),
+    "policy_show": Example({}, ("policy", "show"), setup=(_SET_POLICY,)),
+    "policy_check": Example(
+        {"actor": ACTOR, "tool": "ref_set", "arguments": {"name": "release/v1", "target": "main"}},
+        ("policy", "check", "--actor", ACTOR, "ref_set", '{"name": "release/v1", "target": "main"}'),
+        setup=(_SET_POLICY,),
     ),
 }
 

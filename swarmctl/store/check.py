@@ -52,7 +52,8 @@ def check_store(
     checks: list[Callable[[Conn], list[Problem]]] = []
     if integrity and dialect(conn) == SQLITE:
         checks.append(_integrity)
-    checks += [_ops_gapless, _ops_ordered, _reverts_earlier, _replay, _hash_chain, _changesets, _blobs, _refs_shadowing_ids]
+    checks += [_ops_gapless, _ops_ordered, _reverts_earlier, _replay, _moves_beside_ops, _hash_chain]
+    checks += [_changesets, _blobs, _refs_shadowing_ids]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
     checks.append(lambda c: _workflows(c, workflow_states, step_statuses))
@@ -211,6 +212,24 @@ def _replay(conn: Conn) -> list[Problem]:
                 Problem("refs_match_log", f"ref {name} says op {op} moved it last; the op log says {last_moved.get(name)}", op, name)
             )
     return problems
+
+
+def _moves_beside_ops(conn: Conn) -> list[Problem]:
+    """Format 3: the actor and kind beside each ref move are its op's (`op log --ref` with
+    `--actor`/`--kind` reads them, not the op)."""
+    from swarmctl.store.queries import stored_format
+
+    if stored_format(conn) < 3:
+        return []
+    rows = conn.execute(
+        "SELECT m.op, m.name, m.actor, m.kind, o.actor, o.kind FROM ref_moves m JOIN ops o ON o.op = m.op "
+        "WHERE m.actor IS NULL OR m.kind IS NULL OR m.actor <> o.actor OR m.kind <> o.kind ORDER BY m.op, m.seq"
+    )
+    return [
+        Problem("moves_match_ops", f"op {op}'s move of {name} records actor {actor!r} and kind {kind!r}; "
+                f"the op's are {op_actor!r} and {op_kind!r}", op, name)
+        for op, name, actor, kind, op_actor, op_kind in rows
+    ]
 
 
 def _hash_chain(conn: Conn) -> list[Problem]:

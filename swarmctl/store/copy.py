@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
+from swarmctl.store import migrate, policies
 from swarmctl.store.db import MOVED_TO, Store, Writer
 from swarmctl.store.schema import SCHEMA
 from swarmctl.store.sql import Conn
@@ -70,6 +71,7 @@ def copy_store(
                     counts[table] += len(batch)
                     if progress:
                         progress(table, counts[table])
+            _copy_policy(conn, w)
             w.store.after_load(w.conn)
 
         return into
@@ -88,9 +90,26 @@ def copy_store(
     return src, dst, Copied(counts)
 
 
+# A source of format 2 or older has no actor and kind beside its ref moves: they are its ops'.
+_SOURCES = {"ref_moves": "ref_moves m JOIN ops o ON o.op = m.op"}
+_FROM_SOURCE = {"ref_moves": {"actor": "o.actor", "kind": "o.kind"}}
+
+
+def _copy_policy(conn: Conn, w: Writer) -> None:
+    """The policy goes with the store (every version, so `op undo` of a policy change works in
+    the copy too), and with it the format that makes an older swarmctl refuse the copy."""
+    versions = policies.all_versions(conn)
+    if versions:
+        migrate.raise_for_policy(w.conn)
+        w.conn.executemany("INSERT INTO policies(op, text) VALUES (?, ?)", [tuple(v) for v in versions])
+
+
 def _batches(conn: Conn, table: str, cols: str) -> Iterator[list[tuple]]:
+    if table in _SOURCES:
+        taken = _FROM_SOURCE[table]
+        cols = ", ".join(taken.get(c, f"m.{c}") for c in cols.split(", "))
     try:
-        rows = conn.execute(f"SELECT {cols} FROM {table} ORDER BY 1")
+        rows = conn.execute(f"SELECT {cols} FROM {_SOURCES.get(table, table)} ORDER BY 1")
     except Exception as exc:  # a store made before reverts existed has no op_reverts table
         if table == "op_reverts" and "no such table" in str(exc):
             return

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
-from swarmctl.store import conflicts
+from swarmctl.store import conflicts, policies
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
@@ -40,6 +41,8 @@ class Store:
         # The store's format as opened (a backend sets what it found): reads take an older
         # format as it is; the first write upgrades it (swarmctl/store/migrate.py).
         self.format = FORMAT_VERSION
+        # `policy check` rehearses a call: its transactions roll back where they would commit.
+        self.rehearsing = False
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -106,6 +109,9 @@ class Store:
                 writer = Writer(self, actor, at)
                 yield writer
                 writer.seal()
+                if self.rehearsing:
+                    self._rollback()
+                    return
                 _fault_pause_before_commit()
                 self._commit(writer)
             except BaseException:
@@ -247,6 +253,23 @@ class Writer:
         self.actor = actor
         self.at = at
         self.op: int | None = None
+        self._policy: rules.Policy | None | bool = False  # False: not read yet
+
+    @property
+    def policy(self) -> rules.Policy | None:
+        """The store's policy in force, read once per transaction (None: it has none)."""
+        if self._policy is False:
+            self._policy = policies.current(self.conn)
+        return self._policy  # type: ignore[return-value]
+
+    def refuse_forbidden_moves(self, refs: Iterable[str]) -> None:
+        """E_FORBIDDEN if the policy forbids this writer's actor to move any of `refs`. Every op
+        is held to it in `append_op`; a tool asks first where it would otherwise say something
+        else first (a compare-and-swap conflict: forbidden wins)."""
+        policy = self.policy
+        if policy is not None:
+            for ref in refs:
+                rules.refuse(rules.may_move(policy, self.actor, ref))
 
     def ref_target(self, name: str) -> str | None:
         from swarmctl.store import queries
@@ -266,6 +289,7 @@ class Writer:
             raise RuntimeError("one op per transaction")
         if kind not in OP_KINDS:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
+        self.refuse_forbidden_moves(m.name for m in moves)
         _refuse_if_damaged(self.conn, moves)
         # A guard: every caller reads the refs inside this transaction, so a conflict here is a
         # bug in the caller (the tools check first, to say more in their own error).
@@ -278,8 +302,8 @@ class Writer:
         ).fetchone()[0]
         for seq, m in enumerate(moves):
             self.conn.execute(
-                "INSERT INTO ref_moves(op, seq, name, old, new) VALUES (?, ?, ?, ?, ?)",
-                (op, seq, m.name, m.old, m.new),
+                "INSERT INTO ref_moves(op, seq, name, old, new, actor, kind) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (op, seq, m.name, m.old, m.new, self.actor, kind),
             )
             if m.new is None:
                 self.conn.execute("DELETE FROM refs WHERE name = ?", (m.name,))

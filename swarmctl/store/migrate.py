@@ -15,8 +15,16 @@ from __future__ import annotations
 from typing import Callable
 
 from swarmctl.store import chain
-from swarmctl.store.schema import FORMAT_VERSION, OP_REVERTS, TIME_BREAKS
-from swarmctl.store.sql import Conn
+from swarmctl.store.schema import (
+    FORMAT_VERSION,
+    OP_REVERTS,
+    POLICIES,
+    POLICY_FORMAT,
+    REF_MOVES_INDEXES,
+    TIME_BREAKS,
+    tokens_table,
+)
+from swarmctl.store.sql import SQLITE, Conn, dialect
 
 
 def _to_2(conn: Conn) -> None:
@@ -32,9 +40,28 @@ def _to_2(conn: Conn) -> None:
     conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", hashes)
 
 
+def _to_3(conn: Conn) -> None:
+    """Format 3: each ref move carries its op's actor and kind, indexed by ref, so `--ref` with
+    `--actor`/`--kind` reads a page at the cost of the page; and the tokens table is always
+    there (before, a store's first `token create` made it)."""
+    sqlite = dialect(conn) == SQLITE
+    text = "TEXT" if sqlite else 'TEXT COLLATE "C"'
+    for column in ("actor", "kind"):
+        conn.execute(f"ALTER TABLE ref_moves ADD COLUMN {column} {text}")
+    conn.execute(
+        "UPDATE ref_moves SET actor = (SELECT o.actor FROM ops o WHERE o.op = ref_moves.op), "
+        "kind = (SELECT o.kind FROM ops o WHERE o.op = ref_moves.op)"
+    )
+    for statement in REF_MOVES_INDEXES.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute(tokens_table("TEXT", "INTEGER", "INTEGER") if sqlite else tokens_table(text, "BIGINT", "BOOLEAN"))
+
+
 # STEPS[n] moves a store from format n to n + 1.
 STEPS: dict[int, Callable[[Conn], None]] = {
     1: _to_2,
+    2: _to_3,
 }
 
 
@@ -55,3 +82,23 @@ def upgrade(conn: Conn) -> int | None:
         STEPS[version](conn)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION),))
     return found
+
+
+def _to_policy_format(conn: Conn) -> None:
+    """POLICY_FORMAT: the store has a policy (table `policies`, swarmctl/store/policies.py)."""
+    conn.execute(POLICIES)
+
+
+def raise_for_policy(conn: Conn) -> bool:
+    """Within the caller's write transaction (which `Store.write` began by bringing the store to
+    FORMAT_VERSION): raise the store to POLICY_FORMAT, for its first policy. A store gets that
+    format only then, so every store without a policy keeps the format an older swarmctl reads.
+    Returns whether it was raised.
+
+    POLICY_FORMAT is FORMAT_VERSION + 1: a later format change must move it up and make its
+    step hold for a store that has a policy too."""
+    if stored_format(conn) >= POLICY_FORMAT:
+        return False
+    _to_policy_format(conn)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(POLICY_FORMAT),))
+    return True

@@ -107,8 +107,9 @@ def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
         if not forward:
             ranges.reverse()  # newest run first
     found: list[int] = []
+    beside = q.ref is None or (q.actor is None and q.kind is None) or stored_format(conn) >= 3
     for lower, upper in ranges:
-        sql, params = log_sql(q, lower, upper)
+        sql, params = log_sql(q, lower, upper, beside=beside)
         found += [r[0] for r in conn.execute(sql, params)]
         if len(found) > q.limit:
             break
@@ -168,14 +169,17 @@ def _last_at_or_before(conn: Conn, first: int, last: int, until: str) -> int | N
     return low if low >= first else None
 
 
-def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, list]:
+def log_sql(q: LogQuery, lower: int | None, upper: int | None, *, beside: bool = True) -> tuple[str, list]:
     """The page query of `op_log`, with op bounds `lower < op < upper` (None: unbounded).
 
-    Each filter has an index that yields ops in op order: ref_moves(name, op), ops(actor, op),
-    ops(kind, op), ops(actor, kind, op), so a page costs its own size. `--ref` with `--actor`
-    or `--kind` walks that ref's moves and may cost up to the ref's history.
+    Each filter has an index that yields ops in op order, so a page costs its own size:
+    ops(actor, op), ops(kind, op), ops(actor, kind, op) without `--ref`; with it,
+    ref_moves(name, op) and, since format 3 (`beside`: each move carries its op's actor and
+    kind), ref_moves(name, actor, op), (name, kind, op), (name, actor, kind, op). A store of an
+    older format, read as it is, joins the ops instead and may walk all of the ref's history.
     """
     where, params = [], []
+    alone = q.ref is not None and beside  # ref_moves answers it without the ops
     col = "m.op" if q.ref is not None else "o.op"
     if q.ref is not None:
         where.append("m.name = ?")
@@ -186,13 +190,11 @@ def log_sql(q: LogQuery, lower: int | None, upper: int | None) -> tuple[str, lis
     if upper is not None:
         where.append(f"{col} < ?")
         params.append(upper)
-    if q.actor is not None:
-        where.append("o.actor = ?")
-        params.append(q.actor)
-    if q.kind is not None:
-        where.append("o.kind = ?")
-        params.append(q.kind)
-    source = "ref_moves m JOIN ops o ON o.op = m.op" if q.ref is not None else "ops o"
+    for column, value in (("actor", q.actor), ("kind", q.kind)):
+        if value is not None:
+            where.append(f"{'m' if alone else 'o'}.{column} = ?")
+            params.append(value)
+    source = "ops o" if q.ref is None else "ref_moves m" if alone else "ref_moves m JOIN ops o ON o.op = m.op"
     forward = q.after is not None and q.before is None
     sql = (
         f"SELECT {col} FROM {source}"

@@ -5,7 +5,7 @@ swarmctl/store/migrate.py (the one path for every format change)."""
 
 from __future__ import annotations
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 DB_FILE = "swarmops.db"
 
 # What an op may be (`ops.kind`): Writer.append_op refuses any other, and `op log --kind`
@@ -23,6 +23,7 @@ OP_KINDS = (
     "store_upgrade",
     "token_create",
     "token_revoke",
+    "policy_set",
 )
 
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
@@ -58,11 +59,13 @@ CREATE INDEX ops_at ON ops(at, op);
 CREATE INDEX ops_undoes ON ops(undoes, op) WHERE undoes IS NOT NULL;
 
 CREATE TABLE ref_moves (
-    op   INTEGER NOT NULL REFERENCES ops(op),
-    seq  INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    old  TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
-    new  TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    op    INTEGER NOT NULL REFERENCES ops(op),
+    seq   INTEGER NOT NULL,
+    name  TEXT NOT NULL,
+    old   TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    new   TEXT REFERENCES changesets(id) DEFERRABLE INITIALLY DEFERRED,
+    actor TEXT,  -- the op's actor and kind, beside each of its moves (format 3)
+    kind  TEXT,
     PRIMARY KEY (op, seq),
     UNIQUE (name, op)
 ) WITHOUT ROWID;
@@ -93,6 +96,18 @@ CREATE TABLE refs (
 """
 SCHEMA += TIME_BREAKS + ";\n"
 
+# `op log --ref R` with `--actor`/`--kind` (and `op revert` with them) reads one of these: the
+# moves of R by that actor and/or of that kind, in op order, at the cost of the page however
+# long R's history (format 3; the same text on both backends, see swarmctl/store/migrate.py).
+# `actor` and `kind` are copies of the op's, written with each move and never changed (ops are
+# never edited); `store check` holds them to the op's.
+REF_MOVES_INDEXES = """
+CREATE INDEX ref_moves_actor ON ref_moves(name, actor, op);
+CREATE INDEX ref_moves_kind ON ref_moves(name, kind, op);
+CREATE INDEX ref_moves_actor_kind ON ref_moves(name, actor, kind, op);
+"""
+SCHEMA += REF_MOVES_INDEXES
+
 # Which ops a `revert` op took back (swarmctl/store/reverts.py): an undo names its one op in
 # `ops.undoes`, a revert names many here. Format 2 (swarmctl/store/migrate.py) makes it in every
 # store, with this same text; a format-1 store read as it is has none, and a read then finds no
@@ -110,22 +125,26 @@ SCHEMA += OP_REVERTS
 
 # Tokens for `swarmctl mcp --http` (swarmctl/store/tokens.py): who a bearer token names. Only the
 # token's SHA-256 is kept, never its value. `id` is the op that created it. A store made before
-# tokens existed lacks the table until its first `token create` makes it (in that op's
-# transaction, with this same text); until then a read finds no tokens. When the
-# format-migration path lands, this is a step of it.
-TOKENS = """
+# tokens existed lacks the table until its first write upgrades it to format 3 (which makes it,
+# with this same text); until then a read finds no tokens.
+def tokens_table(text: str, number: str, boolean: str) -> str:
+    """The tokens table in a backend's words for text, op numbers and booleans."""
+    return f"""
 CREATE TABLE IF NOT EXISTS tokens (
-    id         INTEGER PRIMARY KEY REFERENCES ops(op),  -- the token_create op
-    digest     TEXT NOT NULL UNIQUE,                    -- SHA-256 of the token, hex
-    actor      TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    expires_at TEXT NOT NULL,
-    read_only  INTEGER NOT NULL,
-    revoked_at TEXT,
-    revoked_op INTEGER REFERENCES ops(op)               -- the revoke (or undo) op
+    id         {number} PRIMARY KEY REFERENCES ops(op),  -- the token_create op
+    digest     {text} NOT NULL UNIQUE,                   -- SHA-256 of the token, hex
+    actor      {text} NOT NULL,
+    created_by {text} NOT NULL,
+    created_at {text} NOT NULL,
+    expires_at {text} NOT NULL,
+    read_only  {boolean} NOT NULL,
+    revoked_at {text},
+    revoked_op {number} REFERENCES ops(op)               -- the revoke (or undo) op
 );
 """
+
+
+TOKENS = tokens_table("TEXT", "INTEGER", "INTEGER")
 SCHEMA += TOKENS
 
 # Staged transactions (`swarmctl tx`, swarmctl/store/txs.py). Bookkeeping, not ops: these rows
@@ -222,3 +241,23 @@ CREATE TABLE workflow_steps (
 ) WITHOUT ROWID;
 CREATE INDEX workflow_steps_op ON workflow_steps(op) WHERE op IS NOT NULL;
 """
+
+# The store's policy (swarmctl/policy.py; kept by swarmctl/store/policies.py): one row per
+# version, `op` the op that made it (a policy_set, or the undo that took one back), `text` the
+# policy's TOML (null: no policy, after the undo of the first). The newest row is in force.
+# Not in SCHEMA: a store gets it when its first policy is set, which raises its format to
+# POLICY_FORMAT (swarmctl/store/migrate.py), so that an older swarmctl refuses the store rather
+# than ignore its policy. The same text for both backends.
+POLICY_FORMAT = 4
+POLICIES = """
+CREATE TABLE IF NOT EXISTS policies (
+    op   BIGINT PRIMARY KEY REFERENCES ops(op),
+    text TEXT
+)"""
+
+
+
+def readable_format(found: int) -> bool:
+    """Whether this swarmctl reads a store of format `found`: every format up to FORMAT_VERSION,
+    and POLICY_FORMAT."""
+    return found <= FORMAT_VERSION or found == POLICY_FORMAT

@@ -1,16 +1,15 @@
 """Bearer tokens for `swarmctl mcp --http` (table `tokens`, see schema.py): which actor a token
 names, who made it, when it expires, whether it was revoked. Only a token's SHA-256 is kept.
 
-A store made before tokens existed has no `tokens` table until its first `token create` makes
-it (inside that op's transaction); the reads below then find no tokens, as is true of such a
-store. On PostgreSQL a read asks the catalogue first, since a failed statement would end the
-reading transaction.
+Every store of format 3 has the `tokens` table; one made before tokens existed, read as it is,
+has none until its first write upgrades it (swarmctl/store/migrate.py), and the reads below
+then find no tokens, as is true of such a store. On PostgreSQL a read asks the catalogue
+first, since a failed statement would end the reading transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from swarmctl.store.sql import SQLITE, Conn, dialect
@@ -29,19 +28,6 @@ def _exists(conn: Conn) -> bool:
     return conn.execute("SELECT to_regclass('tokens') IS NOT NULL").fetchone()[0]
 
 
-def _create_table(conn: Conn) -> None:
-    if dialect(conn) == SQLITE:
-        from swarmctl.store.schema import TOKENS
-
-        conn.execute(TOKENS)
-        return
-    from swarmctl.store.postgres.schema import SCHEMA
-
-    table = re.search(r"CREATE TABLE tokens \(.*?\n\);", SCHEMA, re.S)
-    assert table is not None
-    conn.execute(table.group().replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
-
-
 def _record(row: Any) -> dict[str, Any]:
     keys = _COLUMNS.split(", ")
     found = dict(zip(keys, row))
@@ -51,10 +37,9 @@ def _record(row: Any) -> dict[str, Any]:
 
 def create(w: Any, token: str, actor: str, expires_at: str, read_only: bool) -> dict[str, Any]:
     """Record the token inside the write transaction `w` (a store.Writer, after its append_op:
-    the op's number is the token's id). Creates the table in a store made before tokens."""
+    the op's number is the token's id)."""
     if w.op is None:
         raise RuntimeError("record a token after appending its op")
-    _create_table(w.conn)
     w.conn.execute(
         "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (w.op, digest(token), actor, w.actor, w.at, expires_at, read_only),

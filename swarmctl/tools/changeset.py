@@ -111,7 +111,8 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     """Create an immutable changeset (message, parents, metadata, files) and, with `--ref`,
     move that ref to it in the same op. Its id is a BLAKE3-256 content hash; file contents are
     stored once by content. Changesets are never removed, not even by `op undo`, so a metadata
-    key that names a secret (token, password, ...) is refused with E_INVALID_ARG."""
+    key that names a secret (token, password, ...) is refused with E_INVALID_ARG. A `--ref` the
+    store's policy protects from the caller is E_FORBIDDEN (nothing is created)."""
     actor = ctx.require_actor()
     metadata = _check_metadata(req.metadata)
     files = {_check_path(p): content.encode("utf-8") for p, content in req.files.items()}

@@ -122,6 +122,7 @@ def set_in(
     transaction, as one op of `kind`, or none when it already names it. With `expected` (a
     changeset id, or None for "must not exist") it is a compare-and-swap: E_CAS_MISMATCH if the
     ref is not so. `context` leads the op's description (`workflow wf-... step promote: ...`)."""
+    w.refuse_forbidden_moves([name])  # before the compare-and-swap: forbidden wins over a conflict
     row = queries.ref_row(w.conn, name)
     current = row["target"] if row else None
     if expected is not ANY and current != expected:
@@ -139,6 +140,7 @@ def delete_in(
     """Delete ref `name` inside the caller's write transaction, as one op of `kind`: E_NOT_FOUND
     if there is no such ref; with `expected`, E_CAS_MISMATCH unless it names that changeset.
     `context` leads the op's description, as for `set_in`."""
+    w.refuse_forbidden_moves([name])
     row = queries.ref_row(w.conn, name)
     if row is None:
         raise _not_found(name)
@@ -158,7 +160,8 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
     nothing is written. Setting a ref to what it already names writes nothing (`op` is null).
     A name that reads as a changeset id (4 to 64 lowercase hex characters) is E_INVALID_ARG:
-    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins."""
+    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins.
+    A ref the store's policy protects from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_new_ref_name(req.name)
     _check_expect(name, req.expect)
@@ -166,6 +169,7 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
         raise SwarmError("E_INVALID_ARG", "--expect and --create exclude each other", details={"fields": ["expect", "create"]})
     store = ctx.store()
     with store.write(actor) as w:
+        w.refuse_forbidden_moves([name])  # first: forbidden wins over anything else wrong
         new = resolve_changeset(ctx, w.conn, req.target)
         expected: Any = ANY
         if req.create:
@@ -177,12 +181,14 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
 
 def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
     """Delete a ref, as one op; the changeset it named stays. With `--expect OLD` it is a
-    compare-and-swap. `op undo` of the op recreates the ref."""
+    compare-and-swap. `op undo` of the op recreates the ref. A ref the store's policy protects
+    from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_ref_name(req.name)
     _check_expect(name, req.expect)
     store = ctx.store()
     with store.write(actor) as w:
+        w.refuse_forbidden_moves([name])
         if queries.ref_row(w.conn, name) is None:
             raise _not_found(name)  # before resolving --expect: a missing ref is the first thing to say
         expected = resolve_changeset(ctx, w.conn, req.expect) if req.expect is not None else ANY

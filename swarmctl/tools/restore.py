@@ -8,10 +8,11 @@ import shlex
 from typing import Any, Literal
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, conflicts, queries, reverts
+from swarmctl.store import Conn, Move, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
 from swarmctl.tools.op import UndoMove
 
@@ -64,7 +65,8 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
     `next` is the exact call that confirms: `op restore OP --confirm --expect-head N`. Confirmed,
     it acts only if the store's newest op is still N, else E_CAS_MISMATCH naming the ops since
     (`error.details.ops_since`) and the refs they moved, nothing written: preview again.
-    `--confirm` needs `--expect-head` (E_INVALID_ARG). Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
+    `--confirm` needs `--expect-head` (E_INVALID_ARG). A ref the store's policy protects from
+    the caller is E_FORBIDDEN, in the preview too and before any conflict. Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
     never existed is E_NOT_FOUND. `op undo` of the restore takes it back. Changesets are never
     removed.
     """
@@ -83,10 +85,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
             target = resolve_op(ctx, conn, req.op)
             head = queries.newest_op(conn) or 0
             moves = _moves(conn, target, refs)
+            _refuse_forbidden(conn, actor, moves)  # the preview predicts it
         return _preview(target, refs, head, moves, actor, names.now())
     with store.write(actor) as w:
         target = resolve_op(ctx, w.conn, req.op)
         head = queries.newest_op(w.conn) or 0
+        _refuse_forbidden(w.conn, actor, _moves(w.conn, target, refs))  # forbidden wins over a conflict
         if head != req.expect_head:
             raise _moved_since(w.conn, target, refs, req.expect_head, head)
         moves = _moves(w.conn, target, refs)
@@ -104,6 +108,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
         hint=f"Restored {len(moves)} ref(s) to what they named after op {target}; `swarmctl op undo {op}` takes it back.",
         next=None,
     )
+
+
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[Move]) -> None:
+    policy = policies.current(conn)
+    for m in moves if policy is not None else []:
+        rules.refuse(rules.may_move(policy, actor, m.name))
 
 
 def _moves(conn: Conn, target: int, refs: list[str]) -> list[Move]:

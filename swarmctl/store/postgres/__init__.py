@@ -28,7 +28,7 @@ from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres import errors
 from swarmctl.store.postgres.schema import SCHEMA
 from swarmctl.store.postgres.url import StoreUrl, parse
-from swarmctl.store.schema import FORMAT_VERSION
+from swarmctl.store.schema import FORMAT_VERSION, readable_format
 from swarmctl.store.sql import PgConn
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -79,7 +79,7 @@ class PostgresStore(Store):
             )
         found = int(row[0])
         self.format = found
-        if found > FORMAT_VERSION:
+        if not readable_format(found):
             raise SwarmError(
                 "E_STORE_VERSION",
                 f"the store at {self.repo} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",

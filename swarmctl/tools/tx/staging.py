@@ -3,8 +3,9 @@ move under the revision bound, what a commit would conflict on, and how staged m
 revisions are shown. The rows are swarmctl/store/txs.py's."""
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Conn, Writer, conflicts, queries, txs
+from swarmctl.store import Conn, Writer, conflicts, policies, queries, txs
 from swarmctl.tools.common import RefMove
 from swarmctl.tools.tx import calls
 from swarmctl.tools.tx.models import TxRevision, TxStageResult
@@ -81,6 +82,12 @@ def stage(w: Writer, tx: txs.Tx, name: str, new: str | None) -> TxStageResult:
         new=new,
         dropped=dropped,
     )
+
+
+def forbidden(conn: Conn, actor: str, moves: list[txs.StagedMove]) -> bool:
+    """Whether the store's policy forbids `actor` to move one of the staged refs."""
+    policy = policies.current(conn)
+    return policy is not None and any(rules.may_move(policy, actor, m.name) for m in moves)
 
 
 def moved_since_staged(conn: Conn, tx: txs.Tx, moves: list[txs.StagedMove]) -> list[conflicts.Conflict]:

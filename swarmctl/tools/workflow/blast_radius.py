@@ -30,10 +30,11 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
 from swarmctl.spec import plain
-from swarmctl.store import Conn
+from swarmctl.store import Conn, policies
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
 from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS
@@ -50,6 +51,7 @@ from swarmctl.tools.workflow.rollback_types import (
     PredictedAlreadyUndone,
     PredictedCommandFailure,
     PredictedOk,
+    PolicyBlocker,
     PredictedUndoFailure,
     PreviewMismatchBlocker,
     RadiusCounts,
@@ -101,6 +103,7 @@ def compute(
     )
     preview_id = fingerprint(plain(radius))
     radius.blockers = blockers(wf, lists, include_completed, expect_preview, preview_id, environ)
+    radius.blockers += policy_blockers(conn, wf, actor, lists["would_roll_back"])
     radius.counts.blockers = len(radius.blockers)
     radius.counts.unmeasured = len(radius.unmeasured)
     return Radius(preview_id, radius)
@@ -196,6 +199,22 @@ def _unmeasured(lists: Mapping[str, list[Any]]) -> list[Unmeasured]:
             steps=commands,
         )
     ]
+
+
+def policy_blockers(conn: Conn, wf: Workflow, actor: str, would: list[Any]) -> list[AnyBlocker]:
+    """What the store's policy forbids `actor` in this rollback: rolling back another actor's
+    workflow ([workflow] others), and each step whose undo it forbids (predicted E_FORBIDDEN)."""
+    policy = policies.current(conn)
+    if policy is None or not actor:
+        return []
+    found: list[AnyBlocker] = []
+    steer = rules.may_steer(policy, actor, wf.id, wf.created_by, "roll back")
+    if steer is not None:
+        found.append(PolicyBlocker("forbidden", steer.error().message, steer.rule, None))
+    for e in would:
+        if isinstance(e.predicted, PredictedUndoFailure) and e.predicted.code == "E_FORBIDDEN":
+            found.append(PolicyBlocker("forbidden", f"step {e.step}: {e.predicted.message}", e.predicted.details["rule"], e.step))
+    return found
 
 
 def blockers(

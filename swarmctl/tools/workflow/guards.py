@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.tools.workflow import calls, definition, records
 from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
@@ -132,3 +133,15 @@ def check_acknowledged(wf: Workflow, names_given: list[str]) -> None:
             f"--acknowledge-unknown-effects: workflow {wf.id} has no step {unknown[0]}",
             details={"workflow": wf.id, "steps": unknown, "known": [s.name for s in wf.steps]},
         )
+
+
+# The word each workflow tool's refusal uses for what was refused.
+_STEERS = {"workflow_resume": "resume", "workflow_cancel": "cancel", "workflow_rollback": "roll back"}
+
+
+def policy_refusal(policy: rules.Policy | None, tool: str, actor: str, wf: Workflow) -> rules.Refusal | None:
+    """What the store's policy says of `actor` calling `tool` (approve, resume, cancel or
+    rollback) on `wf`: [approve] for approving, [workflow] others for the rest."""
+    if tool == "workflow_approve":
+        return rules.may_approve(policy, actor, wf.id, wf.created_by)
+    return rules.may_steer(policy, actor, wf.id, wf.created_by, _STEERS[tool])

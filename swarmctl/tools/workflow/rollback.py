@@ -41,6 +41,7 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     actor = ctx.require_actor()
     wf, radius = _assess(ctx, req, actor)
     guards.no_orphaned_command(wf)
+    _refuse_forbidden(wf, radius, actor)
     _refuse_blocked(wf, radius, req)
     store = ctx.store()
     with store.write(actor) as w:
@@ -106,6 +107,21 @@ def _assess(ctx: Context, req: WorkflowRollbackReq, actor: str) -> tuple[Workflo
             include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
         )
     return wf, radius
+
+
+def _refuse_forbidden(wf: Workflow, radius: Radius, actor: str) -> None:
+    """E_FORBIDDEN, as the preview's `forbidden` blockers predicted (the same rules, asked again
+    here of the same snapshot's policy), before any other refusal."""
+    forbidden = [b for b in radius.blast_radius.blockers if b.code == "forbidden"]
+    if forbidden:
+        first = forbidden[0]
+        raise SwarmError(
+            "E_FORBIDDEN",
+            f"rollback of workflow {wf.id} forbidden by the store's policy: {first.message}",
+            details={"rule": first.rule, "actor": actor, "workflow": wf.id, "step": first.step,
+                     "refusals": plain(forbidden)},
+            hint="Someone the policy allows must roll it back; `swarmctl policy show` shows who.",
+        )
 
 
 def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> None:

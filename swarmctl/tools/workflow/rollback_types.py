@@ -198,9 +198,20 @@ class PreviewMismatchBlocker:
     actual: str
 
 
+@result_type
+class PolicyBlocker:
+    """The store's policy forbids the caller this rollback (`--confirm` gives E_FORBIDDEN): the
+    rule, and the step whose undo it forbids (null: the whole rollback)."""
+
+    code: Literal["forbidden"]
+    message: str
+    rule: str
+    step: str | None
+
+
 AnyBlocker = (
     Blocker | HeldBlocker | CommandRunningBlocker | StepBlocker | UnacknowledgedBlocker | MissingEnvBlocker
-    | PreviewMismatchBlocker
+    | PreviewMismatchBlocker | PolicyBlocker
 )
 
 

@@ -1,0 +1,179 @@
+"""Issue 11, item 3: store format 3 puts each op's actor and kind beside its ref moves, so that
+`op log --ref R` with `--actor`/`--kind`/`--since` reads a page at the cost of the page, and
+makes the tokens table in every store.
+
+A store made by the release before it (format 2, tests/fixtures/format2-store, made with that
+release's code at 73f84c2) is read as it is and never written by a read; its first write or
+`store upgrade` upgrades it in one transaction, through the one migration path
+(swarmctl/store/migrate.py), on both backends. (How flat the filters are is measured by
+bench/core.py; here, that each is answered by the index that makes it so.)"""
+
+import itertools
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core_helpers import AGENT, ALICE, build_golden_store, connect, file_digests, tamper
+from swarmctl.store import Store, queries
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CI = "ci/release"
+
+# Every combination of --ref with --actor/--kind/--since, with values that match many, few and
+# no ops of the fixture.
+REFS = ("main", "release/v1", "staging", "scratch", "nothing")
+ACTORS = (None, ALICE, AGENT, CI, "human/nobody")
+KINDS = (None, "ref_set", "changeset_create", "tx_commit", "undo", "revert", "init")
+SINCE = (None, "2026-01-01", "2030-01-01")
+
+
+def filters():
+    for ref, actor, kind, since in itertools.product(REFS, ACTORS, KINDS, SINCE):
+        yield queries.LogQuery(limit=100, ref=ref, actor=actor, kind=kind, since=since and f"{since}T00:00:00.000Z")
+
+
+def every_filter(store) -> dict[tuple, list[int]]:
+    """What `op log` selects for every combination (through the store's own query, in-process:
+    the CLI path is the same call, run for a few of them below)."""
+    opened = Store.open(store, readonly=True)
+    try:
+        with opened.read() as conn:
+            return {q[3:7]: queries.op_log(conn, q)[0] for q in filters()}
+    finally:
+        opened.close()
+
+
+def fixture_store(sw) -> Path:
+    store = sw.tmp / "format2"
+    shutil.copytree(FIXTURES / "format2-store", store)
+    return store
+
+
+def log(sw, store, *args: str) -> list[int]:
+    return [o["op"] for o in sw.ok("--repo", str(store), "op", "log", "-n", "100", *args)["ops"]]
+
+
+def test_format_3_is_what_this_release_makes(sw):
+    assert FORMAT_VERSION == 3
+    build_golden_store(sw)
+    assert sw.ok("--repo", str(sw.store), "store", "check")["format"] == 3
+    conn = sqlite3.connect(sw.store / DB_FILE)
+    moves = conn.execute("SELECT op, name, actor, kind FROM ref_moves ORDER BY op, seq").fetchall()
+    assert moves[-1] == (6, "release/v1", AGENT, "ref_set")
+    assert moves[0] == (2, "main", ALICE, "changeset_create")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "tokens" in tables  # made with the store, not by its first `token create`
+
+
+def test_a_format_2_store_is_read_as_it_is_and_reads_never_write(sw):
+    store = fixture_store(sw)
+    before = file_digests(store)
+    assert sw.ok("--repo", str(store), "op", "log", "-n", "50") == json.loads((FIXTURES / "format2-store.op-log.json").read_text())
+    assert sw.ok("--repo", str(store), "ref", "list") == json.loads((FIXTURES / "format2-store.ref-list.json").read_text())
+    checked = sw.ok("--repo", str(store), "store", "check")
+    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], 2, 12)
+    assert log(sw, store, "--ref", "main", "--actor", ALICE) == [8, 2]
+    assert log(sw, store, "--ref", "main", "--kind", "tx_commit") == [7]
+    assert log(sw, store, "--ref", "release/v1", "--actor", AGENT, "--kind", "ref_set", "--since", "2026-01-01") == [6]
+    assert [t["actor"] for t in sw.ok("--repo", str(store), "token", "list")["tokens"]] == [AGENT]
+    assert file_digests(store) == before
+
+
+def test_the_first_write_upgrades_a_format_2_store_in_one_transaction(sw):
+    store = fixture_store(sw)
+    old = every_filter(store)
+    failed = sw("--repo", str(store), "--as", ALICE, "ref", "set", "main", "release/v1", "--expect", "release/v1")
+    assert failed.error["code"] == "E_CAS_MISMATCH"
+    assert sw.ok("--repo", str(store), "store", "check")["format"] == 2  # a failed write upgrades nothing
+    assert sw.ok("--repo", str(store), "--as", ALICE, "ref", "set", "main", "release/v1")["op"] == 13
+    checked = sw.ok("--repo", str(store), "store", "check")
+    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], 3, 13)
+    expected = json.loads((FIXTURES / "format2-store.op-log.json").read_text())["ops"]
+    assert sw.ok("--repo", str(store), "op", "log", "-n", "50")["ops"][1:] == expected  # history unchanged
+    new = every_filter(store)
+    assert {k: [op for op in v if op != 13] for k, v in new.items()} == old  # same answers, now from the index
+    assert new[("main", ALICE, "ref_set", None)] == [13]
+    assert sw.ok("--repo", str(store), "--as", ALICE, "token", "create", CI)["op"] == 14
+
+
+def test_store_upgrade_upgrades_a_format_2_store_once_as_one_op(sw):
+    store = fixture_store(sw)
+    first = sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")
+    assert first == {"format": 3, "upgraded_from": 2, "op": 13}
+    assert sw.ok("--repo", str(store), "op", "show", "13")["kind"] == "store_upgrade"
+    assert sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade") == {"format": 3, "upgraded_from": None, "op": None}
+    assert sw.ok("--repo", str(store), "store", "check")["problems"] == []
+    conn = sqlite3.connect(store / DB_FILE)
+    assert conn.execute("SELECT COUNT(*) FROM ref_moves WHERE actor IS NULL OR kind IS NULL").fetchone()[0] == 0
+    assert conn.execute(
+        "SELECT COUNT(*) FROM ref_moves m JOIN ops o ON o.op = m.op WHERE m.actor <> o.actor OR m.kind <> o.kind"
+    ).fetchone()[0] == 0
+
+
+def test_a_format_1_store_gets_the_tokens_table_from_its_upgrade(sw):
+    store = sw.tmp / "format1"
+    shutil.copytree(FIXTURES / "format1-store", store)
+    tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'tokens'"
+    assert sqlite3.connect(store / DB_FILE).execute(tables).fetchall() == []
+    assert sw.ok("--repo", str(store), "token", "list")["tokens"] == []  # read as it is
+    assert sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")["upgraded_from"] == 1
+    assert sqlite3.connect(store / DB_FILE).execute(tables).fetchall() == [("tokens",)]
+    assert sw.ok("--repo", str(store), "store", "check")["problems"] == []
+
+
+def test_store_check_finds_a_move_whose_actor_or_kind_is_not_its_ops(sw):
+    build_golden_store(sw)
+    with tamper(sw.store) as conn:
+        conn.execute("UPDATE ref_moves SET actor = 'human/mallory' WHERE op = 6")
+        conn.execute("UPDATE ref_moves SET kind = NULL WHERE op = 4")
+    ran = sw("--repo", str(sw.store), "store", "check")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT")
+    found = [(p["code"], p.get("op")) for p in ran.error["details"]["problems"]]
+    assert found == [("moves_match_ops", 4), ("moves_match_ops", 6)]
+
+
+def test_store_copy_of_a_format_2_store_fills_the_moves_actor_and_kind(sw):
+    store = fixture_store(sw)
+    old = every_filter(store)
+    copy = sw.tmp / "copy"
+    sw.ok("--as", ALICE, "store", "copy", str(store), str(copy))
+    assert sw.ok("--repo", str(copy), "store", "check")["problems"] == []
+    assert every_filter(copy) == old
+
+
+def downgrade_to_format_2(store) -> None:
+    """Make the store what the release before format 3 made: no actor and kind beside the ref
+    moves, and format 2 recorded (as a person with psql might, to test the upgrade)."""
+    with tamper(store) as conn:
+        for index in ("ref_moves_actor", "ref_moves_kind", "ref_moves_actor_kind"):
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute("ALTER TABLE ref_moves DROP COLUMN actor")
+        conn.execute("ALTER TABLE ref_moves DROP COLUMN kind")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_the_format_3_step_runs_on_both_backends(sw, backend):
+    ids = build_golden_store(sw)
+    assert sw.ok("--repo", str(sw.store), "--as", CI, "ref", "set", "main", ids["base"])["op"] == 7
+    downgrade_to_format_2(sw.store)
+    old = every_filter(sw.store)
+    assert old[("main", CI, "ref_set", None)] == [7]
+    assert sw.ok("--repo", str(sw.store), "store", "check")["format"] == 2
+    assert sw.ok("--repo", str(sw.store), "--as", ALICE, "store", "upgrade")["upgraded_from"] == 2
+    assert sw.ok("--repo", str(sw.store), "store", "check")["problems"] == []
+    assert {k: [op for op in v if op != 8] for k, v in every_filter(sw.store).items()} == old
+    with connect(sw.store) as conn:
+        assert conn.execute("SELECT actor, kind FROM ref_moves WHERE op = 7").fetchall() == [(CI, "ref_set")]
+
+
+def test_an_older_store_read_as_it_is_joins_the_ops_and_a_format_3_one_needs_not():
+    q = queries.LogQuery(limit=20, ref="main", actor=AGENT, kind="ref_set")
+    old, _ = queries.log_sql(q, None, None, beside=False)
+    new, _ = queries.log_sql(q, None, None)
+    assert "JOIN ops" in old and "o.actor = ?" in old
+    assert "JOIN" not in new and "m.actor = ?" in new and "m.kind = ?" in new
