@@ -88,7 +88,10 @@ class Context:
 
     @property
     def auth(self) -> str:
-        """How the actor was established: "trust" (declared, and well-formed) or "none"."""
+        """How the actor was established: "database" (a store on a server verified it against
+        the policy's [roles]), "trust" (declared, and well-formed) or "none"."""
+        if self._store is not None and self._store.verified and self.actor:
+            return "database"
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property

@@ -246,6 +246,13 @@ def may_run(policy: Policy | None, actor: str, definition: str) -> Refusal | Non
     return None
 
 
+def may_act_as(actor: str, role: str, globs: tuple[str, ...]) -> Refusal | None:
+    """Whether a session of database role `role`, which `[roles]` maps to `globs`, may act as `actor`."""
+    if matches(globs, actor):
+        return None
+    return Refusal("roles", actor, f"the database role {role} may not act as {actor}", globs, {"role": role})
+
+
 def refuse(refusal: Refusal | None) -> None:
     if refusal is not None:
         raise refusal.error()

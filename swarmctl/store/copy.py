@@ -101,7 +101,8 @@ def _copy_policy(conn: Conn, w: Writer) -> None:
     versions = policies.all_versions(conn)
     if versions:
         migrate.raise_for_policy(w.conn)
-        w.conn.executemany("INSERT INTO policies(op, text) VALUES (?, ?)", [tuple(v) for v in versions])
+        w.conn.executemany("INSERT INTO policies(op, text) VALUES (?, ?)", [tuple(v) for v in versions[:-1]])
+        policies.record(w, versions[-1].op, versions[-1].text)
 
 
 def _batches(conn: Conn, table: str, cols: str) -> Iterator[list[tuple]]:

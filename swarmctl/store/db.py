@@ -43,6 +43,8 @@ class Store:
         self.format = FORMAT_VERSION
         # `policy check` rehearses a call: its transactions roll back where they would commit.
         self.rehearsing = False
+        # Whether the database verified who is writing (meta.auth "database"; see verify_actor).
+        self.verified = False
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -66,6 +68,14 @@ class Store:
         from swarmctl.store import backend_for
 
         return backend_for(where).make(where, actor, fill)
+
+    def policy_changed(self, conn: Conn, policy: "rules.Policy | None") -> None:
+        """Inside the write that changed the policy: hold the database to `policy` too, where
+        the backend can (PostgreSQL's triggers); a local store has nothing to do."""
+
+    def verify_actor(self, writer: "Writer") -> None:
+        """Inside each write: E_FORBIDDEN if the backend knows who connected and the policy
+        does not let them act as `writer.actor` (PostgreSQL's `[roles]`); sets `verified`."""
 
     def after_load(self, conn: Conn) -> None:
         """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""
@@ -107,6 +117,7 @@ class Store:
                     migrate.upgrade(self.conn)  # in this transaction: all of it, or none
                     self.format = FORMAT_VERSION
                 writer = Writer(self, actor, at)
+                self.verify_actor(writer)
                 yield writer
                 writer.seal()
                 if self.rehearsing:

@@ -6,7 +6,7 @@ The rules themselves are swarmctl/policy.py's; this module reads and writes thei
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from swarmctl import policy as rules
 from swarmctl.store.schema import POLICY_FORMAT
@@ -68,13 +68,15 @@ def _parsed(text: str, op: int) -> rules.Policy:
     return _CACHE[key]
 
 
-def record(conn: Conn, op: int, text: str | None) -> None:
-    """Make `text` the policy in force, as op `op` (in that op's write transaction), raising
-    the store to POLICY_FORMAT at its first policy."""
+def record(w: Any, op: int, text: str | None) -> None:
+    """Make `text` the policy in force, as op `op`, in that op's write transaction `w` (a
+    Writer), raising the store to POLICY_FORMAT at its first policy; the store's backend then
+    holds the database to it too (PostgreSQL: swarmctl/store/postgres/guard.py)."""
     from swarmctl.store import migrate  # only a change of the policy needs the migrations
 
-    migrate.raise_for_policy(conn)
-    conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
+    migrate.raise_for_policy(w.conn)
+    w.conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
+    w.store.policy_changed(w.conn, rules.parse(text, op) if text is not None else None)
 
 
 def all_versions(conn: Conn) -> list[Version]:

@@ -302,7 +302,7 @@ def _undo_policy(
         what = "restore the policy of op" if previous and previous.text else "remove the policy"
         suffix = f" {previous.op}" if previous and previous.text else ""
         op = writer.append_op("undo", description or f"undo op {target}: {what}{suffix}", undoes=target)
-        policies.record(writer.conn, op, previous.text if previous else None)
+        policies.record(writer, op, previous.text if previous else None)
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 

@@ -96,7 +96,7 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
         if found is not None and found.text == req.policy:
             return PolicySetResult(version=previous, previous=previous, op=None)
         op = w.append_op("policy_set", _description(found, req.policy))
-        policies.record(w.conn, op, req.policy)
+        policies.record(w, op, req.policy)
     return PolicySetResult(version=op, previous=previous, op=op)
 
 

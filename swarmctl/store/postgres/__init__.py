@@ -26,7 +26,7 @@ from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store.errors import NoSchema
 from swarmctl.store.files import lock_timeout
-from swarmctl.store.postgres import errors
+from swarmctl.store.postgres import errors, guard
 from swarmctl.store.postgres.schema import SCHEMA
 from swarmctl.store.postgres.url import StoreUrl, parse
 from swarmctl.store.schema import FORMAT_VERSION, readable_format
@@ -123,6 +123,13 @@ class PostgresStore(Store):
                 raise errors.translate(exc, url) from exc
             raise
         return store
+
+    def policy_changed(self, conn, policy) -> None:
+        guard.install(conn, policy)
+
+    def verify_actor(self, writer: Writer) -> None:
+        if guard.verify(writer.conn, writer.policy, writer.actor):
+            self.verified = True
 
     def after_load(self, conn) -> None:
         conn.native("UPDATE head SET last_op = (SELECT COALESCE(MAX(op), 0) FROM ops) WHERE id = 1")
