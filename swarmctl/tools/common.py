@@ -9,8 +9,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Cli, Range, result_type
-from swarmctl.store import Conn, queries
-from swarmctl.store.errors import Ambiguous, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged
+from swarmctl.store import Ambiguous, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
