@@ -17,7 +17,7 @@ import pytest
 
 from core_helpers import AGENT, ALICE, as_, build_golden_store, file_digests, fold_wal, op_count, paused_at_commit
 from swarm import swarmctl_argv
-from swarmctl.store.schema import FORMAT_VERSION
+from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT
 
 
 def digests_after(sw, store: Path, *commands: tuple[str, ...]) -> list:
@@ -259,7 +259,7 @@ def test_sqlite_database_that_is_not_a_store(sw, golden):
 def test_store_of_a_newer_format(sw, golden):
     build_golden_store(sw)
     conn = sqlite3.connect(sw.store / "swarmops.db")
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION + 1),))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(POLICY_FORMAT + 1),))  # beyond every format it reads
     conn.commit()
     conn.close()
     runs = _read_and_write(sw, sw.store)

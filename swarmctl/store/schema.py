@@ -248,7 +248,7 @@ CREATE INDEX workflow_steps_op ON workflow_steps(op) WHERE op IS NOT NULL;
 # Not in SCHEMA: a store gets it when its first policy is set, which raises its format to
 # POLICY_FORMAT (swarmctl/store/migrate.py), so that an older swarmctl refuses the store rather
 # than ignore its policy. The same text for both backends.
-POLICY_FORMAT = 4
+POLICY_FORMAT = FORMAT_VERSION + 1  # always the next one: see migrate.raise_for_policy
 POLICIES = """
 CREATE TABLE IF NOT EXISTS policies (
     op   BIGINT PRIMARY KEY REFERENCES ops(op),
@@ -259,5 +259,5 @@ CREATE TABLE IF NOT EXISTS policies (
 
 def readable_format(found: int) -> bool:
     """Whether this swarmctl reads a store of format `found`: every format up to FORMAT_VERSION,
-    and POLICY_FORMAT."""
-    return found <= FORMAT_VERSION or found == POLICY_FORMAT
+    and POLICY_FORMAT (the one above it)."""
+    return found <= POLICY_FORMAT

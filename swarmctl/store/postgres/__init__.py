@@ -29,7 +29,7 @@ from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres import errors, guard
 from swarmctl.store.postgres.schema import SCHEMA
 from swarmctl.store.postgres.url import StoreUrl, parse
-from swarmctl.store.schema import FORMAT_VERSION, readable_format
+from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT, readable_format
 from swarmctl.store.sql import PgConn
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -83,8 +83,8 @@ class PostgresStore(Store):
         if not readable_format(found):
             raise SwarmError(
                 "E_STORE_VERSION",
-                f"the store at {self.repo} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
-                details={"repo": self.repo, "format": found, "supported": FORMAT_VERSION},
+                f"the store at {self.repo} has format {found}; this swarmctl reads format {POLICY_FORMAT} and older",
+                details={"repo": self.repo, "format": found, "supported": POLICY_FORMAT},
                 hint="Upgrade swarmctl to use this store. Nothing was written.",
             )
 
