@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from swarmctl import fields
+from swarmctl import constraints, fields
 from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
@@ -48,6 +48,50 @@ def json_schema(cls: type, *, mode: str = "validation") -> dict[str, Any]:
     return {"$schema": DIALECT, **schema}
 
 
+# The envelope's `error` and `meta`: the same for every tool (swarmctl.envelope).
+_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
+        "message": {"type": "string"},
+        "details": {"type": "object"},
+        "hint": {"type": ["string", "null"]},
+        "next": {
+            "description": "The call that resolves the error, for MCP (`tool`, `arguments`) and the shell (`argv`).",
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"type": "string"},
+                        "arguments": {"type": "object"},
+                        "argv": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "required": ["tool", "arguments", "argv"],
+                },
+            ],
+        },
+    },
+    "required": ["code", "message", "details", "hint", "next"],
+}
+_META_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
+        "elapsed_ms": {"type": "integer", "minimum": 0},
+        "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
+        "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+        "ignored": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The argument fields the request type does not know, which were ignored; "
+            "present only when there were some.",
+        },
+    },
+    "required": ["repo", "elapsed_ms", "resolved", "auth"],
+}
+
+
 def envelope_schema(tool: Tool) -> dict[str, Any]:
     """The JSON Schema of the envelope `tool` returns, success or failure: the MCP outputSchema.
 
@@ -67,63 +111,14 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
             "op": {"const": tool.name},
             "api": {"const": API_VERSION},
             "result": result,
-            "error": _error_schema(),
-            "meta": _meta_schema(),
+            "error": copy.deepcopy(_ERROR_SCHEMA),
+            "meta": copy.deepcopy(_META_SCHEMA),
         },
         "required": ["ok", "op", "api", "meta"],
         "oneOf": [
             {"properties": {"ok": {"const": True}}, "required": ["result"]},
             {"properties": {"ok": {"const": False}}, "required": ["error"]},
         ],
-    }
-
-
-def _error_schema() -> dict[str, Any]:
-    """An envelope's `error`: the same for every tool."""
-    return {
-        "type": "object",
-        "properties": {
-            "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
-            "message": {"type": "string"},
-            "details": {"type": "object"},
-            "hint": {"type": ["string", "null"]},
-            "next": {
-                "description": "The call that resolves the error, for MCP (`tool`, `arguments`) and the shell (`argv`).",
-                "anyOf": [
-                    {"type": "null"},
-                    {
-                        "type": "object",
-                        "properties": {
-                            "tool": {"type": "string"},
-                            "arguments": {"type": "object"},
-                            "argv": {"type": "array", "items": {"type": "string"}},
-                        },
-                        "required": ["tool", "arguments", "argv"],
-                    },
-                ],
-            },
-        },
-        "required": ["code", "message", "details", "hint", "next"],
-    }
-
-
-def _meta_schema() -> dict[str, Any]:
-    """An envelope's `meta`: the same for every tool."""
-    return {
-        "type": "object",
-        "properties": {
-            "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
-            "elapsed_ms": {"type": "integer", "minimum": 0},
-            "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
-            "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
-            "ignored": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "The argument fields the request type does not know, which were ignored; "
-                "present only when there were some.",
-            },
-        },
-        "required": ["repo", "elapsed_ms", "resolved", "auth"],
     }
 
 
@@ -160,6 +155,7 @@ def read_request(tool: Tool, arguments: Any) -> Request:
             details={"type": tool.request.__name__},
         )
     arguments, ignored = fields.read(tool.request, arguments)
+    constraints.check(tool.request, arguments)  # the CLI's check too: one message at every door
     return Request(_validated(tool, arguments), ignored)
 
 

@@ -48,26 +48,25 @@ class Store:
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
+    # The backend of a path or URL, one of this class's subclasses: `swarmctl.store.backend_for`,
+    # set by the package (swarmctl/store/__init__.py), which knows the backends. Importing it
+    # from here would make a cycle: the backends import this module.
+    backend_for: Callable[[str | Path], type[Store]]
+
     @classmethod
     def open(cls, where: str | Path, *, readonly: bool = False) -> "Store":
-        from swarmctl.store import backend_for
-
-        return backend_for(where).open(where, readonly=readonly)
+        return cls.backend_for(where).open(where, readonly=readonly)
 
     @classmethod
     def create(cls, where: str | Path, actor: str) -> "Store":
         """A new store whose op 1 is its `init`, by `actor`."""
-        from swarmctl.store import backend_for
-
-        return backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
+        return cls.backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
 
     @classmethod
     def make(cls, where: str | Path, actor: str, fill: "Callable[[Writer], None]") -> "Store":
         """A new store (refused where one is), filled by `fill` in its first write transaction:
         all of it or nothing. `create` fills it with op 1; `store copy` with another's rows."""
-        from swarmctl.store import backend_for
-
-        return backend_for(where).make(where, actor, fill)
+        return cls.backend_for(where).make(where, actor, fill)
 
     def policy_changed(self, conn: Conn, policy: "rules.Policy | None") -> None:
         """Inside the write that changed the policy: hold the database to `policy` too, where

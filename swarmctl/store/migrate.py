@@ -58,10 +58,19 @@ def _to_3(conn: Conn) -> None:
     conn.execute(tokens_table("TEXT", "INTEGER", "INTEGER") if sqlite else tokens_table(text, "BIGINT", "BOOLEAN"))
 
 
+def _to_4(conn: Conn) -> None:
+    """Format 4: a workflow's owner names its host and holds a lease (swarmctl/hosts.py), so
+    that a store shared by many machines tells a live owner elsewhere from a dead one."""
+    text = "TEXT" if dialect(conn) == SQLITE else 'TEXT COLLATE "C"'
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_host {text}")
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_lease {text}")
+
+
 # STEPS[n] moves a store from format n to n + 1.
 STEPS: dict[int, Callable[[Conn], None]] = {
     1: _to_2,
     2: _to_3,
+    3: _to_4,
 }
 
 

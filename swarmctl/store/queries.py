@@ -11,7 +11,7 @@ from typing import Iterable, NamedTuple
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
 from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpRow, RefRow
-from swarmctl.store.sql import Conn
+from swarmctl.store.sql import Conn, starts_with
 
 # --- ops -----------------------------------------------------------------------------------
 
@@ -250,16 +250,18 @@ def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[ActorRow]:
     """The actors whose name starts with `prefix`, with their newest op, by name (completion).
     One index seek per actor, on ops(actor, op)."""
     found: list[ActorRow] = []
-    low = prefix
+    low, after = prefix, ">="
+    matches, pattern = starts_with(conn, "actor", prefix)
     while len(found) < limit:
         row = conn.execute(
-            "SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor >= ? AND actor < ?)",
-            (low, prefix + "\U0010ffff"),
+            f"SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor {after} ? AND {matches}) "
+            "GROUP BY actor",
+            (low, pattern),
         ).fetchone()
         if row is None or row[0] is None:
             break
         found.append(ActorRow(row[0], row[1]))
-        low = row[0] + "\x00"
+        low, after = row[0], ">"  # the next actor after this one (no NUL: PostgreSQL keeps none in text)
     return found
 
 
@@ -278,11 +280,8 @@ def ref_row(conn: Conn, name: str) -> RefRow | None:
 
 def list_refs(conn: Conn, prefix: str | None = None) -> list[RefRow]:
     if prefix:
-        # A range on the primary key, not LIKE: no escaping of % or _ in ref names.
-        rows = conn.execute(
-            "SELECT name, target, op FROM refs WHERE name >= ? AND name < ? ORDER BY name",
-            (prefix, prefix + "\U0010ffff"),
-        )
+        matches, pattern = starts_with(conn, "name", prefix)  # % and _ in a ref name are themselves
+        rows = conn.execute(f"SELECT name, target, op FROM refs WHERE {matches} ORDER BY name", (pattern,))
     else:
         rows = conn.execute("SELECT name, target, op FROM refs ORDER BY name")
     return [RefRow(*r) for r in rows]

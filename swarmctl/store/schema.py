@@ -5,7 +5,7 @@ swarmctl/store/migrate.py (the one path for every format change)."""
 
 from __future__ import annotations
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 DB_FILE = "swarmops.db"
 
 # What an op may be (`ops.kind`): Writer.append_op refuses any other, and `op log --kind`
@@ -191,7 +191,9 @@ CREATE TABLE tx_baselines (
 # workflow and its steps: a rollback claims the workflow only if nothing changed since it
 # checked its safety rules. `owner_*` and a step's `pid`/`pid_start` name the process acting
 # on it (pid and its start time from /proc, so a reused pid is not taken for a live one), and
-# `command_*` the process group of the command it started, which may outlive it.
+# `command_*` the process group of the command it started, which may outlive it. Those pids
+# are of the owner's host, `owner_host`; on any other host the owner counts as alive until
+# `owner_lease` (format 4), which the running swarmctl renews.
 # `${env:...}` values are never written here: a step's `spec` keeps the reference.
 SCHEMA += """
 CREATE TABLE workflows (
@@ -208,6 +210,8 @@ CREATE TABLE workflows (
     owner_pid    INTEGER,
     owner_start  TEXT,
     owner_actor  TEXT,
+    owner_host   TEXT,            -- the host the owner runs on (swarmctl/hosts.py; format 4)
+    owner_lease  TEXT,            -- until when another host takes the owner for alive (format 4)
     rollback_by  TEXT,
     rollback_at  TEXT,
     rev          INTEGER NOT NULL DEFAULT 0

@@ -5,7 +5,7 @@ import json
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Conn, Move, queries
 from swarmctl.store import changesets as ids
 from swarmctl.tools.common import RefMove, resolve_changeset
@@ -201,3 +201,17 @@ CHANGESET_SHOW = Tool(
 )
 
 TOOLS = [CHANGESET_CREATE, CHANGESET_SHOW]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "changeset_create": (
+        Example(
+            ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
+            {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
+            caption="Record NOTES.md as a new changeset with a ticket number, and move main to it.",
+            files={"NOTES.md": "v1.0.1\n"},
+        ),
+    ),
+    "changeset_show": (Example(("changeset", "show", "release/v1"), {"id": "release/v1"}, caption="Show the changeset release/v1 names."),),
+}

@@ -1,4 +1,11 @@
-"""The op log: `op log`, `op show` and `op undo`."""
+"""The op log: list, show, undo, revert and restore operations.
+
+This module defines `op log`, `op show` and `op undo`; `op revert` and `op restore` are in
+revert.py and restore.py (registry.AREAS). The first paragraph here is `swarmctl op --help`'s.
+
+Why this module is long: it declares three tools whole, each with its request and result types,
+its function and its examples (EXAMPLES, every one a parity case), as an area module does.
+"""
 
 from typing import Annotated, Any, Literal
 
@@ -6,10 +13,10 @@ from swarmctl import names
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
 from swarmctl.store.schema import OP_KINDS
-from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
+from swarmctl.tools.common import ADMINS_POLICY, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
 
 # Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
 # tests/test_op_log.py checks that the two agree.
@@ -394,3 +401,32 @@ UNDO = Tool(
 )
 
 TOOLS = [OP_LOG, OP_SHOW, UNDO]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_log": (
+        Example(("op", "log", "-n", "2"), {"limit": 2}, caption="The two newest ops."),
+        Example(
+            ("op", "log", "-n", "2", "--actor", "agent/worker-17", "--reverse"),
+            {"limit": 2, "actor": "agent/worker-17", "reverse": True},
+            caption="agent/worker-17's two newest ops, oldest first.",
+        ),
+    ),
+    "op_show": (
+        Example(("op", "show", "6"), {"op": 6}, caption="Show op 6."),
+        Example(("op", "show", "@"), {"op": "@"}, caption="Show the newest op."),
+    ),
+    "undo": (
+        Example(("op", "undo", "6"), {"op": 6}, caption="Undo op 6 (it moved release/v1): one new op moves it back."),
+        Example(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}, caption="What undoing op 6 would move, writing nothing."),
+        # release/v1 moved since (op 6): undo op 6 first
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH"),
+        Example(("op", "undo", "6"), {"op": 6}, setup=(Call("undo", {"op": 6}),)),  # a replay: already_applied
+        # undo.others unset: E_CAS_MISMATCH as without a policy
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH", setup=(Call("policy_set", {"policy": ADMINS_POLICY}),)),
+        # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
+        Example(("op", "undo", "@"), {"op": "@"}, setup=(SET_PROTECT,)),  # @ is the policy_set: it is taken back
+    ),
+}

@@ -14,8 +14,9 @@ from swarmctl import names
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Call, Cli, Example, Tool, arg, request_type, result_type
 from swarmctl.store import Store, policies, queries
+from swarmctl.tools.common import ADMINS_POLICY, PROTECT_POLICY, RELEASE_POLICY, SET_PROTECT
 
 
 @result_type
@@ -124,11 +125,11 @@ def policy_check(ctx: Context, req: PolicyCheckReq) -> PolicyCheckResult:
     reason (a compare-and-swap conflict, a missing ref) is still `allowed`: the policy does not
     forbid it. An unknown tool, or one this cannot predict (`init`, `demo`, `store copy`), is
     E_INVALID_ARG."""
-    from swarmctl import registry, schemas
+    from swarmctl import schemas
     from swarmctl.tools.workflow import policy_refusal
 
     actor = names.check_actor(req.actor)
-    tool = registry.by_name().get(req.tool)
+    tool = ctx.tools().get(req.tool) if ctx.tools else None
     if tool is None or not (not tool.mutates or tool.name in REHEARSED or tool.name.startswith("workflow_")):
         raise SwarmError(
             "E_INVALID_ARG",
@@ -207,3 +208,48 @@ POLICY_CHECK = Tool(
 )
 
 TOOLS = [POLICY_SHOW, POLICY_SET, POLICY_CHECK]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+_SET_RELEASE = Call("policy_set", {"policy": RELEASE_POLICY})
+EXAMPLES = {
+    # RELEASE_POLICY protects release/* for people (made op 7 of the demo store).
+    "policy_set": (
+        Example(
+            ("policy", "set", "policy.toml"),
+            {"policy": RELEASE_POLICY},
+            caption="Set the store's policy from policy.toml (an op: `op undo` takes it back).",
+            files={"policy.toml": RELEASE_POLICY},
+        ),
+        Example(("policy", "set", "policy.toml"), {"policy": PROTECT_POLICY}, files={"policy.toml": PROTECT_POLICY}),
+        Example(  # admins: only people may change it now
+            ("policy", "set", "policy.toml"),
+            {"policy": PROTECT_POLICY},
+            outcome="E_FORBIDDEN",
+            setup=(Call("policy_set", {"policy": ADMINS_POLICY}),),
+            files={"policy.toml": PROTECT_POLICY},
+        ),
+    ),
+    "policy_show": (
+        Example(("policy", "show"), {}, caption="Show the store's policy.", setup=(_SET_RELEASE,)),
+        Example(("policy", "show"), {}, setup=(SET_PROTECT,)),
+    ),
+    "policy_check": (
+        Example(
+            ("policy", "check", "--actor", "agent/worker-17", "ref_set", '{"name": "release/v1", "target": "main"}'),
+            {"actor": "agent/worker-17", "tool": "ref_set", "arguments": {"name": "release/v1", "target": "main"}},
+            caption="Would the policy let agent/worker-17 move release/v1? (Runs nothing.)",
+            setup=(_SET_RELEASE,),
+        ),
+        Example(  # refused by protect[0]
+            ("policy", "check", "--actor", "agent/worker-17", "ref_set", '{"name": "main", "target": "release/v1"}'),
+            {"actor": "agent/worker-17", "tool": "ref_set", "arguments": {"name": "main", "target": "release/v1"}},
+            setup=(SET_PROTECT,),
+        ),
+        Example(  # allowed
+            ("policy", "check", "--actor", "human/alice", "undo", '{"op": 6}'),
+            {"actor": "human/alice", "tool": "undo", "arguments": {"op": 6}},
+            setup=(SET_PROTECT,),
+        ),
+    ),
+}

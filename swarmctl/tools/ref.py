@@ -5,9 +5,9 @@ from typing import Any
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Move, Writer, conflicts, queries
-from swarmctl.tools.common import REF_NAME_CLI, TARGET_CLI, resolve_changeset
+from swarmctl.tools.common import REF_NAME_CLI, SET_PROTECT, TARGET_CLI, resolve_changeset
 
 
 @result_type
@@ -264,3 +264,42 @@ REF_SHOW = Tool(
 )
 
 TOOLS = [REF_SET, REF_DELETE, REF_LIST, REF_SHOW]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "ref_set": (
+        Example(
+            ("ref", "set", "release/v2", "main", "--create"),
+            {"name": "release/v2", "target": "main", "create": True},
+            caption="Create release/v2 at the changeset main names.",
+        ),
+        Example(("ref", "set", "hotfix", "main", "--create"), {"name": "hotfix", "target": "main", "create": True}),
+        # --create expects no ref of that name, and main exists
+        Example(("ref", "set", "main", "release/v1", "--create"), {"name": "main", "target": "release/v1", "create": True}, outcome="E_CAS_MISMATCH"),
+        # Under PROTECT_POLICY: hotfix is not protected; release/* is, for people only; forbidden
+        # and a compare-and-swap conflict (release/v1 exists): forbidden wins.
+        Example(("ref", "set", "hotfix", "main"), {"name": "hotfix", "target": "main"}, setup=(SET_PROTECT,)),
+        Example(("ref", "set", "release/v2", "main"), {"name": "release/v2", "target": "main"}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
+        Example(
+            ("ref", "set", "release/v1", "main", "--create"),
+            {"name": "release/v1", "target": "main", "create": True},
+            outcome="E_FORBIDDEN",
+            setup=(SET_PROTECT,),
+        ),
+    ),
+    "ref_delete": (
+        Example(
+            ("ref", "delete", "release/v1", "--expect", "main"),
+            {"name": "release/v1", "expect": "main"},
+            caption="Delete release/v1, only if it still names main's changeset.",
+        ),
+        Example(("ref", "delete", "release/v1"), {"name": "release/v1"}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),  # protected
+    ),
+    "ref_list": (Example(("ref", "list", "--prefix", "release/"), {"prefix": "release/"}, caption="List the refs whose names start with release/."),),
+    "ref_show": (
+        Example(("ref", "show", "release/v1"), {"name": "release/v1"}, caption="Show release/v1: its changeset and the op that last moved it."),
+        Example(("ref", "show", "main"), {"name": "main"}),
+        Example(("ref", "show", "nope"), {"name": "nope"}, outcome="E_NOT_FOUND"),
+    ),
+}

@@ -11,7 +11,7 @@ from swarmctl import names
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
 from swarmctl.tools.op import UndoMove
@@ -207,3 +207,25 @@ OP_RESTORE = Tool(
 )
 
 TOOLS = [OP_RESTORE]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_restore": (
+        # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
+        Example(("op", "restore", "4"), {"op": 4}, caption="Preview putting every ref back as it was right after op 4."),
+        Example(
+            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
+            {"op": 4, "confirm": True, "expect_head": 6},
+            caption="Do it, if op 6 is still the newest op (as the preview saw).",
+        ),
+        Example(  # op 7 since the preview: E_CAS_MISMATCH
+            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
+            {"op": 4, "confirm": True, "expect_head": 6},
+            outcome="E_CAS_MISMATCH",
+            setup=(Call("changeset_create", {"message": "Hotfix on v1", "ref": "release/v1"}),),
+        ),
+        # release/v1 before it existed: deleted
+        Example(("op", "restore", "2", "--ref", "release/v1"), {"op": 2, "ref": ["release/v1"]}),
+    ),
+}

@@ -17,7 +17,7 @@ from swarmctl import names
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
@@ -274,3 +274,25 @@ OP_REVERT = Tool(
 )
 
 TOOLS = [OP_REVERT]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_revert": (
+        # Everything agent/worker-17 did (ops 3, 5 and 6), taken back in one op.
+        Example(("op", "revert", "--actor", "agent/worker-17"), {"actor": "agent/worker-17"}, caption="Take back everything agent/worker-17 did, as one op."),
+        Example(
+            ("op", "revert", "--after", "4", "--dry-run"),
+            {"after": 4, "dry_run": True},
+            caption="What taking back every op after op 4 would move, writing nothing.",
+        ),
+        # ops 5 and 6 moved main and release/v1 since op 4: E_CAS_MISMATCH
+        Example(("op", "revert", "--before", "5"), {"before": 5}, outcome="E_CAS_MISMATCH"),
+        Example(  # a replay: already_applied
+            ("op", "revert", "--actor", "agent/worker-17"),
+            {"actor": "agent/worker-17"},
+            setup=(Call("op_revert", {"actor": "agent/worker-17"}),),
+        ),
+        Example(("op", "revert"), {}, outcome="E_INVALID_ARG"),  # no filter
+    ),
+}

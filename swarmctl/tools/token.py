@@ -11,7 +11,7 @@ from swarmctl import names
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import tokens
 
 DEFAULT_EXPIRES = "90d"
@@ -189,3 +189,22 @@ TOKEN_REVOKE = Tool(
 )
 
 TOOLS = [TOKEN_CREATE, TOKEN_LIST, TOKEN_REVOKE]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+# Tokens are CLI-only; on the demo store, the first token made is op 7.
+EXAMPLES = {
+    "token_create": (
+        Example(
+            ("token", "create", "agent/worker-42", "--expires", "30d"),
+            {"actor": "agent/worker-42", "expires": "30d"},
+            caption="A token for agent/worker-42, valid for 30 days (printed once).",
+        ),
+    ),
+    "token_list": (
+        Example(("token", "list"), {}, caption="List the store's tokens.", setup=(Call("token_create", {"actor": "agent/worker-42", "read_only": True}),)),
+    ),
+    "token_revoke": (
+        Example(("token", "revoke", "7"), {"id": 7}, caption="Revoke token 7.", setup=(Call("token_create", {"actor": "agent/worker-42"}),)),
+    ),
+}

@@ -34,7 +34,8 @@ from swarmctl.store.sql import PgConn
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
 # A client stopped inside a transaction (SIGSTOP, a hung machine) must not hold the head row,
-# and with it every writer of the store, for longer than this.
+# and with it every writer of the store, for longer than this: the server ends its session.
+# A timeout set already (postgresql.conf, ALTER ROLE/DATABASE ... SET, PGOPTIONS) is kept.
 IDLE_IN_TRANSACTION_TIMEOUT = "60s"
 _NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -228,8 +229,11 @@ def _connect(url: StoreUrl) -> PgConn:
         raw = psycopg.connect(url.libpq, autocommit=True, application_name="swarmctl", **options)
     except psycopg.Error as exc:
         raise errors.connect_failure(exc, url) from None
-    try:
-        raw.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
+    try:  # unless the server, the database, the role or PGOPTIONS set one already
+        raw.execute(
+            f"SELECT set_config('idle_in_transaction_session_timeout', '{IDLE_IN_TRANSACTION_TIMEOUT}', false) "
+            "WHERE current_setting('idle_in_transaction_session_timeout') = '0'"
+        )
     except psycopg.Error as exc:
         raw.close()
         raise errors.translate(exc, url) from None

@@ -16,6 +16,7 @@ from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations
 from swarmctl.store import Move, queries, txs
 from swarmctl.tools.common import resolve_changeset
+from swarmctl.tools.tx.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.tx import calls, staging
 from swarmctl.tools.tx.models import (
     TxBeginResult,

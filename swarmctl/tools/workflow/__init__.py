@@ -34,13 +34,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from swarmctl import pids, secrets
+from swarmctl import hosts, secrets
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, plain
 from swarmctl.store import policies
 from swarmctl.tools.workflow import calls, definition, execute, guards, records, rollback, views
+from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
     WorkflowApproveResult,
@@ -105,7 +106,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     store = ctx.store()
     with store.write(actor) as w:
         rules.refuse(rules.may_run(w.policy, actor, str(path.resolve())))  # symlinks resolved
-        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
+        wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()
@@ -182,7 +183,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", pids.me())
+        records.claim(w, wf.id, "running", hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -66,7 +65,9 @@ from swarmctl.tools.workflow.rollback_types import (
     UnknownEffect,
     Unmeasured,
 )
-from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, orphaned_command
+from swarmctl.tools.workflow.records import (
+    STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, holder, orphaned_command,
+)
 
 
 class Radius(NamedTuple):
@@ -171,6 +172,8 @@ def _place(
 
 
 def _path_env() -> dict[str, str]:
+    import os
+
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
@@ -225,23 +228,8 @@ def blockers(
     preview_id: str,
     environ: Mapping[str, str],
 ) -> list[AnyBlocker]:
-    """What `--confirm` refuses, each `{code, message}` (plus what it names), in this order:
-    records it cannot read, the workflow's state, unknown effects not acknowledged, rollback
-    commands missing an `${env:...}`, and a preview that no longer matches."""
-    state = _state_blocker(wf, include_completed)
-    unacknowledged = _unacknowledged_blocker(lists["unknown_effects"])
-    return [
-        *_record_blockers(wf),
-        *([state] if state is not None else []),
-        *([unacknowledged] if unacknowledged is not None else []),
-        *_missing_env_blockers(wf, lists["would_roll_back"], environ),
-        *_preview_blockers(expect_preview, preview_id),
-    ]
-
-
-def _record_blockers(wf: Workflow) -> list[StepBlocker]:
-    """Each step whose record cannot be read, or whose status this swarmctl does not know."""
-    found = []
+    """What `--confirm` refuses, each `{code, message}` (plus what it names)."""
+    found: list[AnyBlocker] = []
     for s in wf.steps:
         if s.problems or (s.kind not in definition.KINDS):
             why = "; ".join(s.problems) or f"unknown step kind {s.kind!r}"
@@ -250,18 +238,40 @@ def _record_blockers(wf: Workflow) -> list[StepBlocker]:
             found.append(StepBlocker(
                 "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
             ))
+    state_blocker = _state_blocker(wf, include_completed)
+    if state_blocker is not None:
+        found.append(state_blocker)
+    unacknowledged = [e.step for e in lists["unknown_effects"] if not e.acknowledged]
+    if unacknowledged:
+        found.append(UnacknowledgedBlocker(
+            "unknown_effects_unacknowledged",
+            "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
+            f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
+            unacknowledged,
+        ))
+    for e in lists["would_roll_back"]:
+        if isinstance(e.undo, UndoByCommand):
+            step = wf.step(e.step)
+            missing = definition.missing_references(step.spec, environ)
+            if missing:
+                found.append(MissingEnvBlocker(
+                    "missing_env",
+                    f"step {step.name}: its rollback needs {', '.join(missing)}, which is not set in this environment",
+                    step.name,
+                    missing,
+                ))
+    if expect_preview is not None and expect_preview != preview_id:
+        found.append(PreviewMismatchBlocker(
+            "preview_mismatch",
+            f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
+            expect_preview,
+            preview_id,
+        ))
     return found
 
 
-_NOTHING_TO_ROLL_BACK = {
-    "pending": "it has not started, so there is nothing to roll back",
-    "cancelled": "a cancelled workflow stays as it was left",
-    "rolled_back": "it was rolled back already",
-}
-
-
 def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
-    """The one reason the workflow's state refuses a rollback, if any."""
+    """What the workflow's state (or a command of it still running) says against confirming."""
     state = wf.observed
     orphan = orphaned_command(wf)
     if state not in WORKFLOW_STATES:
@@ -277,55 +287,18 @@ def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
     if held_by_other(wf):
         return HeldBlocker(
             "workflow_state",
-            f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
+            f"the workflow is {state}, held by a live process ({holder(wf)})",
             {"pid": wf.owner_pid, "actor": wf.owner_actor},
         )
-    if state in _NOTHING_TO_ROLL_BACK:
-        return Blocker("workflow_state", f"the workflow is {state}: {_NOTHING_TO_ROLL_BACK[state]}")
+    if state in ("pending", "cancelled", "rolled_back"):
+        why = {
+            "pending": "it has not started, so there is nothing to roll back",
+            "cancelled": "a cancelled workflow stays as it was left",
+            "rolled_back": "it was rolled back already",
+        }[state]
+        return Blocker("workflow_state", f"the workflow is {state}: {why}")
     if state == "completed" and not include_completed:
         return Blocker(
             "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
         )
     return None
-
-
-def _unacknowledged_blocker(unknown_effects: list[UnknownEffect]) -> UnacknowledgedBlocker | None:
-    unacknowledged = [e.step for e in unknown_effects if not e.acknowledged]
-    if not unacknowledged:
-        return None
-    return UnacknowledgedBlocker(
-        "unknown_effects_unacknowledged",
-        "the effect of " + ", ".join(unacknowledged) + " is unknown; check it in the target system, "
-        f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
-        unacknowledged,
-    )
-
-
-def _missing_env_blockers(
-    wf: Workflow, would_roll_back: list[RollbackEntry], environ: Mapping[str, str]
-) -> list[MissingEnvBlocker]:
-    """Each rollback command that refers to an `${env:...}` not set in `environ`."""
-    found = []
-    for e in would_roll_back:
-        if isinstance(e.undo, UndoByCommand):
-            step = wf.step(e.step)
-            missing = definition.missing_references(step.spec, environ)
-            if missing:
-                found.append(MissingEnvBlocker(
-                    "missing_env",
-                    f"step {step.name}: its rollback needs {', '.join(missing)}, which is not set in this environment",
-                    step.name,
-                    missing,
-                ))
-    return found
-
-
-def _preview_blockers(expect_preview: str | None, preview_id: str) -> list[PreviewMismatchBlocker]:
-    if expect_preview is None or expect_preview == preview_id:
-        return []
-    return [PreviewMismatchBlocker(
-        "preview_mismatch",
-        f"the blast radius changed since preview {expect_preview}: it is now {preview_id}; preview again",
-        expect_preview,
-        preview_id,
-    )]

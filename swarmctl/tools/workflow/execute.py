@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from swarmctl import pids
+from swarmctl import hosts, pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
@@ -80,7 +80,7 @@ class Executor:
         self.wf = wf
         self.actor = actor
         self.progress = progress
-        self.me = pids.me()
+        self.me = hosts.me()
         self.environ: Mapping[str, str] = dict(os.environ)
 
     # --- ownership ---------------------------------------------------------------------------
@@ -90,8 +90,9 @@ class Executor:
         """A write transaction, once it is checked that this process still owns the workflow
         (nobody took it over): LostOwnership otherwise."""
         with self.store.write(self.actor) as w:
-            if rows.owner(w.conn, self.wf.id) != (self.me.pid, self.me.start):
+            if rows.owner(w.conn, self.wf.id) != tuple(self.me):
                 raise LostOwnership(self.wf.id)
+            rows.renew_lease(w.conn, self.wf.id, hosts.lease_until(w.at))  # while it does (swarmctl/hosts.py)
             yield w
 
     def _set(self, w: Writer, step: Step, **columns: Any) -> None:
@@ -108,6 +109,16 @@ class Executor:
         """Leave the workflow in `state`, held by nobody (E_STATE if another process holds it)."""
         with self._lost_as_error(), self._owned_write() as w:
             records.release(w, self.wf.id, state)
+
+    def renew(self) -> None:
+        """While a command runs: renew the lease, so that other hosts keep taking this process
+        for alive. A store that is busy or out of reach now is asked again at the next renewal;
+        a workflow another process took over stops the command (LostOwnership)."""
+        try:
+            with self._owned_write():
+                pass
+        except SwarmError:
+            pass
 
     def _report(self, phase: str, event: str, step: Step, position: int, count: int, status: str | None = None) -> None:
         if self.progress is not None:
@@ -240,6 +251,7 @@ class Executor:
                     timeout_s=spec["timeout_s"],
                     on_start=started,
                     hidden=definition.resolved_values(step.spec, self.environ),
+                    tick=(self.renew, hosts.lease_s() / 3),
                 )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)

@@ -51,7 +51,7 @@ def not_held(wf: Workflow) -> None:
     if records.held_by_other(wf):
         raise SwarmError(
             "E_STATE",
-            f"workflow {wf.id} is {wf.state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
+            f"workflow {wf.id} is {wf.state}, held by a live process ({records.holder(wf)})",
             details={"workflow": wf.id, "state": wf.state, "owner": records.owner_view(wf)},
             hint="Wait for it to finish; `swarmctl workflow status` shows its progress.",
         )

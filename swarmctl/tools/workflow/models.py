@@ -37,7 +37,7 @@ class WorkflowInfo:
     created_at: str
     updated_at: str
     waiting_at: str | None  # the gate it is stopped at (awaiting_approval)
-    owner: dict[str, Any] | None  # the process acting on it: pid, actor, alive
+    owner: dict[str, Any] | None  # the process acting on it: pid, host, actor, alive, lease_until
     rollback_by: str | None
     rollback_at: str | None
 

@@ -13,7 +13,7 @@ import os
 import shlex
 from typing import Any
 
-from swarmctl import names, pids
+from swarmctl import hosts, names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import plain
@@ -149,7 +149,7 @@ def _claim(w: Writer, wf: Workflow, req: WorkflowRollbackReq) -> None:
             next=preview_call(wf.id, req),
         )
     records.settle(w, wf)
-    records.claim(w, wf.id, "rolling_back", pids.me(), rollback_by=w.actor, rollback_at=w.at)
+    records.claim(w, wf.id, "rolling_back", hosts.me(), rollback_by=w.actor, rollback_at=w.at)
 
 
 def _preview_hint(radius: Radius, confirm: dict[str, Any] | None) -> str:
