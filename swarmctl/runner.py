@@ -11,6 +11,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
 from swarmctl.spec import Tool, plain
 from swarmctl.store import translated
+from swarmctl.tools.common import worded
 
 
 def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
@@ -23,7 +24,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         result = plain(tool.run(ctx, request))
         error = None
     except SwarmError as exc:
-        error = exc
+        error = worded(exc)
     except Exception as exc:  # a bug (say so, with an id to find it by), or a driver's failure
         error = translated(exc, ctx._store) or internal_error(exc)
     finally:

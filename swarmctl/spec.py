@@ -46,7 +46,7 @@ class Range:
     def __repr__(self) -> str:
         return f"Range({self.ge}, {self.le})"
 
-Complete = Literal["ops", "my_ops", "refs", "changesets", "workflows", "steps", "schema_types", "actors"]
+Complete = Literal["ops", "refs", "changesets", "workflows", "steps", "schema_types", "actors"]
 
 
 # The records below are NamedTuples rather than dataclasses: every command defines them, and a
@@ -155,6 +155,43 @@ class Annotations(NamedTuple):
 READ = Annotations(read_only=True, destructive=False, idempotent=True)
 
 
+class Address(NamedTuple):
+    """Where a tool is reached: its name, its command path and its request type. Enough to name a
+    call to it (an envelope's `next`) without the function that runs it, so a module that points
+    to a tool need not import the module that defines it."""
+
+    name: str
+    cli: tuple[str, ...]
+    request: type
+
+    def call(self, **arguments: Any) -> dict[str, Any]:
+        """This tool called with `arguments`, as an envelope's `error.next`: for MCP and the shell."""
+        return {"tool": self.name, "arguments": arguments, "argv": self.argv(**arguments)}
+
+    def argv(self, **arguments: Any) -> list[str]:
+        positional, options = [], []
+        for f in dataclasses.fields(self.request):
+            if f.name not in arguments:
+                continue
+            value, cli = arguments[f.name], cli_of(f)
+            if cli.positional:
+                positional.append(str(value))
+                continue
+            flag = long_flag(f)
+            if isinstance(value, bool):
+                options += [flag] if value else []
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    options += [flag, str(item)]
+            elif value is not None:
+                options += [flag, str(value)]
+        return ["swarmctl", *self.cli, *positional, *options]
+
+    def tool(self, **entry: Any) -> Tool:
+        """The registry entry of the tool at this address (`entry`: the rest of its fields)."""
+        return Tool(name=self.name, cli=self.cli, request=self.request, **entry)
+
+
 class Tool(NamedTuple):
     """One tool, defined once: the CLI command, the MCP tool, its schema and its docs follow."""
 
@@ -191,28 +228,16 @@ class Tool(NamedTuple):
     def fields(self) -> tuple[dataclasses.Field, ...]:
         return dataclasses.fields(self.request)
 
+    @property
+    def address(self) -> Address:
+        return Address(self.name, self.cli, self.request)
+
     def call(self, **arguments: Any) -> dict[str, Any]:
         """This tool called with `arguments`, as an envelope's `error.next`: for MCP and the shell."""
-        return {"tool": self.name, "arguments": arguments, "argv": self.argv(**arguments)}
+        return self.address.call(**arguments)
 
     def argv(self, **arguments: Any) -> list[str]:
-        positional, options = [], []
-        for f in self.fields():
-            if f.name not in arguments:
-                continue
-            value, cli = arguments[f.name], cli_of(f)
-            if cli.positional:
-                positional.append(str(value))
-                continue
-            flag = long_flag(f)
-            if isinstance(value, bool):
-                options += [flag] if value else []
-            elif isinstance(value, (list, tuple)):
-                for item in value:
-                    options += [flag, str(item)]
-            elif value is not None:
-                options += [flag, str(value)]
-        return ["swarmctl", *self.cli, *positional, *options]
+        return self.address.argv(**arguments)
 
 
 def unoptional(annotation: Any) -> Any:

@@ -166,10 +166,19 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     from swarmctl.tools.op import OpRecord
 
 
+    from swarmctl.store import Store, queries
+
     build_golden_store(sw)
     sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # an undone op, so undone_by is set somewhere
     ops = sw.ok("--repo", str(sw.store), "op", "log", "-n", "100")["ops"]
-    typed = [plain(OpRecord.from_row(op)) for op in ops]
+    store = Store.open(sw.store)
+    try:
+        with store.read() as conn:
+            rows = queries.op_records(conn, [op["op"] for op in ops])
+    finally:
+        store.close()
+    typed = [plain(OpRecord.from_row(row)) for row in rows]
+    assert [list(op.items()) for op in ops] == [list(row.json().items()) for row in rows]
     assert [list(op.items()) for op in ops] == [list(op.items()) for op in typed]
     assert any(op["undone_by"] for op in ops) and any(op["ref_moves"] for op in ops)
     assert plain(JsonRows(ops)) is not None and type(plain(JsonRows(ops))) is JsonRows  # as they are

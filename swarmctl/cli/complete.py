@@ -53,7 +53,7 @@ def _refs(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     store = _store(ctx)
     with store.read() as conn:
         for ref in queries.list_refs(conn, incomplete or None):
-            yield ref["name"], short_id(ref["target"])
+            yield ref.name, short_id(ref.target)
 
 
 def _changesets(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
@@ -125,7 +125,6 @@ def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
 
 SOURCES: dict[str, Any] = {
     "ops": _safely(_ops),
-    "my_ops": _safely(_ops),
     "refs": _safely(_refs),
     "actors": _safely(_actors),
     "changesets": _safely(_changesets),

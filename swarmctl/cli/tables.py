@@ -3,6 +3,10 @@
 Tables fit the terminal (COLUMNS, at least 40): the columns that matter most stay whole, long
 text is cut with `…` (the JSON keeps everything). Times are shown in the local time zone (TZ),
 short, and on a terminal the last 24 hours as relative times (`3 min ago`).
+
+Why this module is long: it holds one small renderer per kind of result (ops, refs, changesets,
+transactions, workflows, rollbacks, tokens), which share the fitting, escaping and time helpers
+at its top; splitting them apart would scatter those helpers' one set of rules.
 """
 
 from __future__ import annotations

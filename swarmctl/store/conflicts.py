@@ -40,14 +40,14 @@ def find(conn: Conn, moves: Iterable[Expected], since: int | Mapping[str, int] |
     found = []
     for m in moves:
         row = queries.ref_row(conn, m.name)
-        actual = row["target"] if row else None
+        actual = row.target if row else None
         if actual == m.old:
             continue
         baseline = since.get(m.name) if isinstance(since, Mapping) else since
         if baseline is not None:
             moved_by = queries.moves_after(conn, m.name, baseline)
         else:
-            moved_by = [row["op"]] if row else []
+            moved_by = [row.op] if row else []
         found.append(Conflict(m.name, m.old, actual, moved_by))
     if found:
         _refuse_if_damaged(conn, [c.name for c in found])

@@ -1,4 +1,11 @@
-"""What a failure of SQLite or of the filesystem means to the caller, as a typed error."""
+"""What a failure of SQLite or of the filesystem means to the caller, as a typed error; and the
+typed errors of a lookup (NotFound, Ambiguous) and of a store that is missing (NoStore) or
+fails its own checks (StoreDamaged).
+
+store/ knows nothing of the CLI: no hint here names a command. tools/ word the lookups for
+people (tools/common.py), which also holds the hints of NoStore, NoDatabase, NoSchema and
+StoreDamaged (they name commands), added to the error where the runner makes the envelope.
+"""
 
 from __future__ import annotations
 
@@ -84,30 +91,73 @@ def corrupt(message: str, path: Path | None) -> SwarmError:
     )
 
 
-def damaged(problems: list) -> SwarmError:
+class NotFound(SwarmError):
+    """Nothing in the store is `what` (a changeset, ...) named `given`."""
+
+    def __init__(self, what: str, given: str) -> None:
+        super().__init__("E_NOT_FOUND", f"no {what} {given}", details={what: given})
+        self.what, self.given = what, given
+
+
+class Ambiguous(SwarmError):
+    """More than one `what` in the store has an id starting with `given`: `candidates` (a few)."""
+
+    def __init__(self, what: str, given: str, candidates: list[str]) -> None:
+        super().__init__(
+            "E_INVALID_ARG", f"{what} prefix {given!r} is ambiguous", details={"value": given, "candidates": candidates}
+        )
+        self.what, self.given, self.candidates = what, given, candidates
+
+
+class StoreDamaged(SwarmError):
     """A write refused because what it depends on fails the store's checks (store/check.py)."""
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return SwarmError(
-        "E_STORE_CORRUPT",
-        f"the store fails its own checks, so nothing was written: {first.message}{more}",
-        details={"problems": [p.to_dict() for p in problems]},
-        hint="Nothing was written. `swarmctl store check` lists every problem; restore the store "
-        "from a backup, or repair what it names.",
-    )
+
+    def __init__(self, problems: list) -> None:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(
+            "E_STORE_CORRUPT",
+            f"the store fails its own checks, so nothing was written: {first.message}{more}",
+            details={"problems": [p.to_dict() for p in problems]},
+        )
 
 
-def not_a_repo(path: Path, *, discovered: bool = False) -> SwarmError:
-    if discovered:
-        message = f"no swarmops store in {path} or any parent directory"
-    else:
-        message = f"no swarmops store at {path}"
-    return SwarmError(
-        "E_NOT_A_REPO",
-        message,
-        details={"path": str(path)},
-        hint="Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
-    )
+class NoStore(SwarmError):
+    """No store at `path` (or, `discovered`, in it or any parent directory)."""
+
+    def __init__(self, path: Path, *, discovered: bool = False) -> None:
+        where = f"in {path} or any parent directory" if discovered else f"at {path}"
+        super().__init__("E_NOT_A_REPO", f"no swarmops store {where}", details={"path": str(path)})
+
+
+class NoDatabase(SwarmError):
+    """The server has no database of the store's URL (`shown`, password hidden): `reason` says so."""
+
+    def __init__(self, shown: str, database: str | None, reason: str) -> None:
+        super().__init__(
+            "E_NOT_A_REPO", f"no swarmops store at {shown}: {reason}", details={"repo": shown, "database": database}
+        )
+        self.shown, self.database = shown, database
+
+
+class NoSchema(SwarmError):
+    """The database at `shown` has no schema `schema` with a store in it."""
+
+    def __init__(self, shown: str, schema: str) -> None:
+        super().__init__(
+            "E_NOT_A_REPO",
+            f"no swarmops store at {shown} (no schema {schema} with a store in it)",
+            details={"path": shown, "schema": schema},
+        )
+        self.shown, self.schema = shown, schema
+
+
+def damaged(problems: list) -> StoreDamaged:
+    return StoreDamaged(problems)
+
+
+def not_a_repo(path: Path, *, discovered: bool = False) -> NoStore:
+    return NoStore(path, discovered=discovered)
 
 
 def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: bool) -> SwarmError:

@@ -1,15 +1,16 @@
 """Reads. Each takes a connection (a read snapshot or a write transaction) and returns plain
-values; none of them writes. Every query here is bounded by an index, so its cost does not
-grow with the length of the op log."""
+values or typed rows (rows.py; txs.py and workflows.py have their own); none of
+them writes. Every query here is bounded by an index, so its cost does not grow with the length
+of the op log."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, NamedTuple
+from typing import Iterable, NamedTuple
 
-from swarmctl.envelope import SwarmError
-from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, is_hex
 from swarmctl.store import reverts
+from swarmctl.store.errors import Ambiguous, NotFound
+from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpRow, RefRow
 from swarmctl.store.sql import Conn, starts_with
 
 # --- ops -----------------------------------------------------------------------------------
@@ -29,19 +30,19 @@ def op_exists(conn: Conn, op: int) -> bool:
     return conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is not None
 
 
-def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
-    """Whole op records, in the order asked, keys in the order `op log` prints them."""
+def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
+    """Whole op records, in the order asked (an op that does not exist is left out)."""
     if not ops:
         return []
     marks = ",".join("?" * len(ops))
     chained = stored_format(conn) >= 2  # format 1: no hash chain yet
     columns = _OP_COLUMNS + (", hash" if chained else "")
     rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM ops WHERE op IN ({marks})", ops)}
-    moves: dict[int, list[dict[str, Any]]] = {op: [] for op in ops}
+    moves: dict[int, list[MoveRow]] = {op: [] for op in ops}
     for op, name, old, new in conn.execute(
         f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", ops
     ):
-        moves[op].append({"name": name, "old": old, "new": new})
+        moves[op].append(MoveRow(name, old, new))
     made: dict[int, list[str]] = {op: [] for op in ops}
     for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
         made[op].append(cid)
@@ -50,18 +51,7 @@ def op_records(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
     undone |= reverts.reverted_among(conn, ops)
     undone_by = {op: undo_in_effect(conn, op) for op in undone}
     return [
-        {
-            "op": op,
-            "kind": rows[op][1],
-            "actor": rows[op][2],
-            "at": rows[op][3],
-            "description": rows[op][4],
-            "ref_moves": moves[op],
-            "changesets": made[op],
-            "undoes": rows[op][5],
-            "undone_by": undone_by.get(op),
-            "hash": rows[op][6] if chained else None,
-        }
+        OpRow(op, *rows[op][1:5], moves[op], made[op], rows[op][5], undone_by.get(op), rows[op][6] if chained else None)
         for op in ops
         if op in rows
     ]
@@ -204,8 +194,8 @@ def log_sql(q: LogQuery, lower: int | None, upper: int | None, *, beside: bool =
     return sql, [*params, q.limit + 1]
 
 
-def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[tuple[int, str, str]]:
-    """(op, actor, description) of the newest ops whose number starts with `prefix`, for shell
+def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[OpBrief]:
+    """The newest ops whose number starts with `prefix`, for shell
     completion. Numbers starting with 12 are 12, 120-129, 1200-1299, ...: one indexed range
     each, newest first, so a prefix costs the same on a log of any length."""
     newest = newest_op(conn) or 0
@@ -217,12 +207,12 @@ def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[tuple[int, str, st
     while prefix and start * scale <= newest:
         ranges.append((start * scale, min((start + 1) * scale - 1, newest)))
         scale *= 10
-    found: list[tuple[int, str, str]] = []
+    found: list[OpBrief] = []
     for low, high in reversed(ranges):
-        found += conn.execute(
+        found += map(OpBrief._make, conn.execute(
             "SELECT op, actor, description FROM ops WHERE op BETWEEN ? AND ? ORDER BY op DESC LIMIT ?",
             (low, high, limit - len(found)),
-        ).fetchall()
+        ))
         if len(found) >= limit:
             break
     return found
@@ -256,10 +246,10 @@ def moves_after(conn: Conn, name: str, op: int) -> list[int]:
     ]
 
 
-def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, int]]:
-    """(actor, their newest op) of the actors whose name starts with `prefix`, by name (completion).
+def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[ActorRow]:
+    """The actors whose name starts with `prefix`, with their newest op, by name (completion).
     One index seek per actor, on ops(actor, op)."""
-    found: list[tuple[str, int]] = []
+    found: list[ActorRow] = []
     low, after = prefix, ">="
     matches, pattern = starts_with(conn, "actor", prefix)
     while len(found) < limit:
@@ -270,7 +260,7 @@ def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, i
         ).fetchone()
         if row is None or row[0] is None:
             break
-        found.append((row[0], row[1]))
+        found.append(ActorRow(row[0], row[1]))
         low, after = row[0], ">"  # the next actor after this one (no NUL: PostgreSQL keeps none in text)
     return found
 
@@ -283,90 +273,60 @@ def ref_target(conn: Conn, name: str) -> str | None:
     return row[0] if row else None
 
 
-def ref_row(conn: Conn, name: str) -> dict[str, Any] | None:
+def ref_row(conn: Conn, name: str) -> RefRow | None:
     row = conn.execute("SELECT name, target, op FROM refs WHERE name = ?", (name,)).fetchone()
-    return {"name": row[0], "target": row[1], "op": row[2]} if row else None
+    return RefRow(*row) if row else None
 
 
-def list_refs(conn: Conn, prefix: str | None = None) -> list[dict[str, Any]]:
+def list_refs(conn: Conn, prefix: str | None = None) -> list[RefRow]:
     if prefix:
         matches, pattern = starts_with(conn, "name", prefix)  # % and _ in a ref name are themselves
         rows = conn.execute(f"SELECT name, target, op FROM refs WHERE {matches} ORDER BY name", (pattern,))
     else:
         rows = conn.execute("SELECT name, target, op FROM refs ORDER BY name")
-    return [{"name": n, "target": t, "op": o} for n, t, o in rows]
+    return [RefRow(*r) for r in rows]
 
 
 # --- changesets ----------------------------------------------------------------------------
 
 
-def resolve_changeset(conn: Conn, prefix: str) -> str:
-    """The full id of the one changeset whose id starts with `prefix` (at least 4 hex digits)."""
-    text = prefix.strip().lower()
-    if not is_hex(text) or len(text) > ID_HEX_LEN:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"{prefix!r} is not a changeset id or id prefix",
-            details={"value": prefix},
-            hint="A changeset id is 64 hex digits; any unique prefix of 4 or more resolves.",
-        )
-    if len(text) < MIN_PREFIX_LEN:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"changeset id prefix {prefix!r} is too short: at least {MIN_PREFIX_LEN} hex digits",
-            details={"value": prefix, "min_length": MIN_PREFIX_LEN},
-        )
+def changeset_by_prefix(conn: Conn, prefix: str) -> str:
+    """The full id of the one changeset whose id starts with `prefix` (lower-case hex): NotFound
+    when none does, Ambiguous (with a few candidates) when more than one does."""
     found = [
         r[0]
         for r in conn.execute(
             "SELECT id FROM changesets WHERE id >= ? AND id < ? ORDER BY id LIMIT 5",
-            (text, text + "g"),
+            (prefix, prefix + "g"),
         )
     ]
     if not found:
-        raise SwarmError(
-            "E_NOT_FOUND",
-            f"no changeset {prefix}",
-            details={"changeset": prefix},
-            hint="`swarmctl op log` lists the changesets each op created.",
-        )
+        raise NotFound("changeset", prefix)
     if len(found) > 1:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"changeset prefix {prefix!r} is ambiguous",
-            details={"value": prefix, "candidates": found},
-            hint="Give more hex digits of the id.",
-        )
+        raise Ambiguous("changeset", prefix, found)
     return found[0]
 
 
-def changesets_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, str]]:
-    """(id, message) of changesets whose id starts with `prefix`, newest first (completion)."""
-    return conn.execute(
+def changesets_with_prefix(conn: Conn, prefix: str, limit: int) -> list[ChangesetBrief]:
+    """The changesets whose id starts with `prefix`, newest first (completion)."""
+    rows = conn.execute(
         "SELECT id, message FROM changesets WHERE id >= ? AND id < ? ORDER BY at DESC LIMIT ?",
         (prefix, prefix + "g", limit),
-    ).fetchall()
+    )
+    return [ChangesetBrief(*r) for r in rows]
 
 
-def changeset_row(conn: Conn, cid: str) -> dict[str, Any] | None:
+def changeset_row(conn: Conn, cid: str) -> ChangesetRow | None:
     row = conn.execute(
         "SELECT id, op, message, actor, at, parents, metadata, files FROM changesets WHERE id = ?", (cid,)
     ).fetchone()
     if row is None:
         return None
-    return {
-        "id": row[0],
-        "op": row[1],
-        "message": row[2],
-        "actor": row[3],
-        "at": row[4],
-        "parents": json.loads(row[5]),
-        "metadata": json.loads(row[6]),
-        "files": json.loads(row[7]),
-    }
+    cid, op, message, actor, at, parents, metadata, files = row
+    return ChangesetRow(cid, op, message, actor, at, json.loads(parents), json.loads(metadata), json.loads(files))
 
 
-def ref_changeset(conn: Conn, name: str, target: str) -> dict[str, Any]:
+def ref_changeset(conn: Conn, name: str, target: str) -> ChangesetRow:
     """The changeset a ref names; its absence is damage (the refs table points at changesets)."""
     row = changeset_row(conn, target)
     if row is None:
@@ -383,7 +343,3 @@ def blob_sizes(conn: Conn, blob_ids: Iterable[str]) -> dict[str, int]:
     marks = ",".join("?" * len(ids))
     return dict(conn.execute(f"SELECT id, size FROM blobs WHERE id IN ({marks})", ids).fetchall())
 
-
-def blob_content(conn: Conn, blob_id: str) -> bytes | None:
-    row = conn.execute("SELECT content FROM blobs WHERE id = ?", (blob_id,)).fetchone()
-    return row[0] if row else None

@@ -161,9 +161,9 @@ def _first_line(message: str, width: int = 60) -> str:
 
 def _record(conn: Conn, cid: str) -> ChangesetRecord:
     row = queries.changeset_row(conn, cid)
-    sizes = queries.blob_sizes(conn, row["files"].values())
-    files = [FileEntry(path, blob, sizes.get(blob, 0)) for path, blob in row["files"].items()]
-    return ChangesetRecord(**{**row, "files": files})
+    sizes = queries.blob_sizes(conn, row.files.values())
+    files = [FileEntry(path, blob, sizes.get(blob, 0)) for path, blob in row.files.items()]
+    return ChangesetRecord(**{**row._asdict(), "files": files})
 
 
 def changeset_show(ctx: Context, req: ChangesetShowReq) -> ChangesetRecord:

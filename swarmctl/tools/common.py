@@ -1,13 +1,15 @@
 """What several tool areas share: naming an op or a changeset as a user types it, a ref move,
-and how a ref name or a changeset is given on the command line."""
+how a ref name or a changeset is given on the command line, and the words of the store's typed
+errors (store/ names no command: its lookups are worded here, and `worded` gives the others
+their hints where the runner makes the envelope)."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Callable, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Call, Cli, Range, result_type
-from swarmctl.store import Conn, queries
+from swarmctl.store import Ambiguous, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
@@ -62,7 +64,7 @@ def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
     target = queries.ref_target(conn, text) if names.ref_name_problem(text) is None else None
     if target is not None and names.shadows_changeset_id(text.lower()):
         try:
-            full = queries.resolve_changeset(conn, text)
+            full = changeset_id(conn, text)
         except SwarmError:  # no such changeset, or an ambiguous prefix: it reads only as the ref
             full = target
         else:
@@ -72,7 +74,7 @@ def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
     if target is not None:
         full = target
     elif names.is_hex(text.lower()):
-        full = queries.resolve_changeset(conn, text)  # raises: too short, ambiguous, not found
+        full = changeset_id(conn, text)  # raises: too short, ambiguous, not found
     else:
         raise SwarmError(
             "E_NOT_FOUND",
@@ -82,6 +84,68 @@ def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
         )
     ctx.resolve(given, full)
     return full
+
+
+def changeset_id(conn: Conn, prefix: str) -> str:
+    """The full id of the one changeset whose id starts with `prefix` (at least 4 hex digits)."""
+    text = prefix.strip().lower()
+    if not names.is_hex(text) or len(text) > names.ID_HEX_LEN:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{prefix!r} is not a changeset id or id prefix",
+            details={"value": prefix},
+            hint="A changeset id is 64 hex digits; any unique prefix of 4 or more resolves.",
+        )
+    if len(text) < names.MIN_PREFIX_LEN:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"changeset id prefix {prefix!r} is too short: at least {names.MIN_PREFIX_LEN} hex digits",
+            details={"value": prefix, "min_length": names.MIN_PREFIX_LEN},
+        )
+    try:
+        return queries.changeset_by_prefix(conn, text)
+    except NotFound:
+        raise SwarmError(
+            "E_NOT_FOUND",
+            f"no changeset {prefix}",
+            details={"changeset": prefix},
+            hint="`swarmctl op log` lists the changesets each op created.",
+        ) from None
+    except Ambiguous as exc:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"changeset prefix {prefix!r} is ambiguous",
+            details={"value": prefix, "candidates": exc.candidates},
+            hint="Give more hex digits of the id.",
+        ) from None
+
+
+# --- the hints of the store's typed errors that name a command ----------------------------------
+
+
+def _no_database(error: NoDatabase) -> str:
+    name = error.database or "(your user name)"
+    return (
+        f"Create the database first (`createdb {name}`, or `CREATE DATABASE {name};` in psql), "
+        f"then `swarmctl init {error.shown}`."
+    )
+
+
+HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
+    NoStore: lambda error: "Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
+    NoDatabase: _no_database,
+    NoSchema: lambda error: f"Create one with `swarmctl init {error.shown}`, or name the store's schema with ?schema=NAME.",
+    StoreDamaged: lambda error: "Nothing was written. `swarmctl store check` lists every problem; restore the "
+    "store from a backup, or repair what it names.",
+}
+
+
+def worded(error: SwarmError) -> SwarmError:
+    """`error`, with the hint of its type when it has none of its own."""
+    hint = HINTS.get(type(error))
+    if hint is not None and error.hint is None:
+        error.hint = hint(error)
+    return error
 
 
 # --- policies the examples set (spec.Example; README: Policy) ---------------------------------

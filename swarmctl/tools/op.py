@@ -42,8 +42,8 @@ class OpRecord:
     hash: str | None
 
     @classmethod
-    def from_row(cls, row: dict) -> "OpRecord":
-        return cls(**{**row, "ref_moves": [RefMove(**m) for m in row["ref_moves"]]})
+    def from_row(cls, row: queries.OpRow) -> "OpRecord":
+        return cls(**{**row._asdict(), "ref_moves": [RefMove(*m) for m in row.ref_moves]})
 
 
 @result_type
@@ -140,7 +140,7 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
         # The rows are OpRecords in their JSON form already (see spec.JsonRows).
-        records = JsonRows(queries.op_records(conn, found))
+        records = JsonRows(r.json() for r in queries.op_records(conn, found))
     forward = req.after is not None and req.before is None
     result = OpLogResult(
         ops=records,
@@ -238,32 +238,32 @@ def _undo(
     if prior is not None:
         done = queries.op_records(conn, [prior])[0]
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
-        moved = {m["name"] for m in record["ref_moves"]}
-        undone_moves = [m for m in done["ref_moves"] if m["name"] in moved]
+        moved = {m.name for m in record.ref_moves}
+        undone_moves = [m for m in done.ref_moves if m.name in moved]
         _check_still_undone(conn, target, prior, undone_moves)
         return UndoResult(
             undone=target,
             op=prior,
-            ref_moves=[UndoMove(m["name"], m["new"], done["actor"], done["at"]) for m in undone_moves],
+            ref_moves=[UndoMove(m.name, m.new, done.actor, done.at) for m in undone_moves],
             already_applied=True,
         )
-    if record["kind"] in ("token_create", "token_revoke") or _undid_token_create(conn, record):
+    if record.kind in ("token_create", "token_revoke") or _undid_token_create(conn, record):
         return _undo_token(conn, target, record, actor, at, writer=writer, description=description)
     if policies.made_by(conn, target) is not None:
         return _undo_policy(conn, target, record, actor, writer=writer, description=description)
-    if not record["ref_moves"]:
+    if not record.ref_moves:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
-            f"op {target} ({record['kind']}: {record['description']}) moved no ref, so there is nothing to undo",
-            details={"op": target, "kind": record["kind"]},
+            f"op {target} ({record.kind}: {record.description}) moved no ref, so there is nothing to undo",
+            details={"op": target, "kind": record.kind},
             hint="Changesets are never removed; only ref moves are undone.",
         )
-    moves = [Move(m["name"], old=m["new"], new=m["old"]) for m in record["ref_moves"]]
-    refuse_forbidden_undo(conn, actor, target, record["actor"], [m.name for m in moves])
+    moves = [Move(m.name, old=m.new, new=m.old) for m in record.ref_moves]
+    refuse_forbidden_undo(conn, actor, target, record.actor, [m.name for m in moves])
     _check_unmoved(conn, target, moves)
     op = None
     if writer is not None:
-        op = writer.append_op(kind, description or f"undo op {target}: {record['description']}", moves, undoes=target)
+        op = writer.append_op(kind, description or f"undo op {target}: {record.description}", moves, undoes=target)
     return UndoResult(
         undone=target,
         op=op,
@@ -313,23 +313,23 @@ def _undo_policy(
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
-def _undid_token_create(conn: Conn, record: dict) -> bool:
+def _undid_token_create(conn: Conn, record: queries.OpRow) -> bool:
     """Whether `record` is the undo that revoked a token (its undo would bring the token back)."""
-    if record["kind"] != "undo" or record["undoes"] is None:
+    if record.kind != "undo" or record.undoes is None:
         return False
-    return queries.op_records(conn, [record["undoes"]])[0]["kind"] == "token_create"
+    return queries.op_records(conn, [record.undoes])[0].kind == "token_create"
 
 
 def _undo_token(
-    conn: Conn, target: int, record: dict, actor: str, at: str, *, writer: Writer | None, description: str | None
+    conn: Conn, target: int, record: queries.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
 ) -> UndoResult:
     """The undo of a token_create revokes the token; a revocation is final, so the undo of a
     token_revoke (or of the undo that revoked a token) is E_REFUSED."""
-    if record["kind"] != "token_create":
+    if record.kind != "token_create":
         raise SwarmError(
             "E_REFUSED",
             f"op {target} revoked a token, and a revocation is final",
-            details={"op": target, "kind": record["kind"]},
+            details={"op": target, "kind": record.kind},
             hint="Make a new token with `swarmctl token create ACTOR`.",
         )
     token = tokens.get(conn, target)
@@ -337,11 +337,11 @@ def _undo_token(
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
             f"op {target} made token {target}, which op {token['revoked_op']} revoked already; nothing to undo",
-            details={"op": target, "kind": record["kind"], "revoked_op": token["revoked_op"]},
+            details={"op": target, "kind": record.kind, "revoked_op": token["revoked_op"]},
         )
     op = None
     if writer is not None:
-        op = writer.append_op("undo", description or f"undo op {target}: {record['description']} (revoke it)", undoes=target)
+        op = writer.append_op("undo", description or f"undo op {target}: {record.description} (revoke it)", undoes=target)
         tokens.revoke(writer, target)
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
@@ -364,10 +364,10 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
     )
 
 
-def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[dict]) -> None:
+def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[queries.MoveRow]) -> None:
     """A replay reports the undo in effect only if every ref still names what that undo left it
     naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
-    expected = [Move(m["name"], old=m["new"], new=m["new"]) for m in moved]
+    expected = [Move(m.name, old=m.new, new=m.new) for m in moved]
     found = conflicts.find(conn, expected, since=prior)
     if not found:
         return
@@ -387,40 +387,17 @@ def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[dict]) 
 # --- registry entries ------------------------------------------------------------------------
 
 OP_LOG = Tool(
-    name="op_log",
-    cli=("op", "log"),
-    title="Op log",
-    summary="List operations, newest first.",
-    request=OpLogReq,
-    result=OpLogResult,
-    run=op_log,
-    annotations=READ,
-    mutates=False,
-    records="ops",
+    name="op_log", cli=("op", "log"), title="Op log", summary="List operations, newest first.",
+    request=OpLogReq, result=OpLogResult, run=op_log, annotations=READ, mutates=False, records="ops",
 )
-
 OP_SHOW = Tool(
-    name="op_show",
-    cli=("op", "show"),
-    title="Show an op",
-    summary="Show one operation in full.",
-    request=OpShowReq,
-    result=OpRecord,
-    run=op_show,
-    annotations=READ,
-    mutates=False,
+    name="op_show", cli=("op", "show"), title="Show an op", summary="Show one operation in full.",
+    request=OpShowReq, result=OpRecord, run=op_show, annotations=READ, mutates=False,
 )
-
 UNDO = Tool(
-    name="undo",
-    cli=("op", "undo"),
-    title="undo",
-    summary="Undo an operation.",
-    request=UndoReq,
-    result=UndoResult,
-    run=undo,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=True),
-    mutates=True,
+    name="undo", cli=("op", "undo"), title="undo", summary="Undo an operation.",
+    request=UndoReq, result=UndoResult, run=undo,
+    annotations=Annotations(read_only=False, destructive=True, idempotent=True), mutates=True,
 )
 
 TOOLS = [OP_LOG, OP_SHOW, UNDO]

@@ -77,7 +77,7 @@ def policy_show(ctx: Context, req: PolicyShowReq) -> PolicyShowResult:
         if found is None:
             return PolicyShowResult(policy=None, version=None, actor=None, at=None)
         op = queries.op_records(conn, [found.op])[0]
-    return PolicyShowResult(policy=found.text, version=found.op, actor=op["actor"], at=op["at"])
+    return PolicyShowResult(policy=found.text, version=found.op, actor=op.actor, at=op.at)
 
 
 def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:

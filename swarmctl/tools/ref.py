@@ -124,9 +124,9 @@ def set_in(
     ref is not so. `context` leads the op's description (`workflow wf-... step promote: ...`)."""
     w.refuse_forbidden_moves([name])  # before the compare-and-swap: forbidden wins over a conflict
     row = queries.ref_row(w.conn, name)
-    current = row["target"] if row else None
+    current = row.target if row else None
     if expected is not ANY and current != expected:
-        raise _cas_error(name, expected, current, row["op"] if row else None)
+        raise _cas_error(name, expected, current, row.op if row else None)
     if current == target_id:
         return RefSetResult(name=name, old=current, new=target_id, op=None)
     what = f"set {name} to" if current else f"create {name} at"
@@ -144,11 +144,11 @@ def delete_in(
     row = queries.ref_row(w.conn, name)
     if row is None:
         raise _not_found(name)
-    if expected is not ANY and row["target"] != expected:
-        raise _cas_error(name, expected, row["target"], row["op"])
-    description = _described(context, f"delete {name} (was {names.short_id(row['target'])})")
-    op = w.append_op(kind, description, [Move(name, row["target"], None)])
-    return RefDeleteResult(name=name, old=row["target"], op=op)
+    if expected is not ANY and row.target != expected:
+        raise _cas_error(name, expected, row.target, row.op)
+    description = _described(context, f"delete {name} (was {names.short_id(row.target)})")
+    op = w.append_op(kind, description, [Move(name, row.target, None)])
+    return RefDeleteResult(name=name, old=row.target, op=op)
 
 
 def _described(context: str | None, what: str) -> str:
@@ -199,7 +199,7 @@ def ref_list(ctx: Context, req: RefListReq) -> RefListResult:
     """List refs by name, each with the changeset it names and the op that last moved it."""
     store = ctx.store()
     with store.read() as conn:
-        return RefListResult(refs=[RefEntry(**r) for r in queries.list_refs(conn, req.prefix)])
+        return RefListResult(refs=[RefEntry(r.name, r.target, r.op) for r in queries.list_refs(conn, req.prefix)])
 
 
 def ref_show(ctx: Context, req: RefShowReq) -> RefShowResult:
@@ -211,8 +211,8 @@ def ref_show(ctx: Context, req: RefShowReq) -> RefShowResult:
         row = queries.ref_row(conn, name)
         if row is None:
             raise _not_found(name)
-        cs = queries.ref_changeset(conn, name, row["target"])
-    return RefShowResult(name=name, target=row["target"], op=row["op"], message=cs["message"], actor=cs["actor"], at=cs["at"])
+        cs = queries.ref_changeset(conn, name, row.target)
+    return RefShowResult(name=name, target=row.target, op=row.op, message=cs.message, actor=cs.actor, at=cs.at)
 
 
 _MOVE = Annotations(read_only=False, destructive=True, idempotent=False)

@@ -142,7 +142,7 @@ def _refuse_forbidden(conn: Conn, actor: str, moves: list[tuple[int, str, str | 
     if policy is None:
         return
     for record in queries.op_records(conn, sorted({op for op, *_ in moves})):
-        rules.refuse(rules.may_undo(policy, actor, record["op"], record["actor"]))
+        rules.refuse(rules.may_undo(policy, actor, record.op, record.actor))
     for name in dict.fromkeys(name for _, name, *_ in moves):
         rules.refuse(rules.may_move(policy, actor, name))
 
@@ -226,7 +226,7 @@ def _replay(
     return RevertResult(
         reverted=sorted(set(reverts.targets_of(conn, revert)) & set(selected)),
         op=revert,
-        ref_moves=[UndoMove(m["name"], m["new"], record["actor"], record["at"]) for m in record["ref_moves"] if m["name"] in moved],
+        ref_moves=[UndoMove(m.name, m.new, record.actor, record.at) for m in record.ref_moves if m.name in moved],
         already_applied=True,
     )
 

@@ -284,7 +284,7 @@ def _head(conn, queries) -> StoreHead | None:
     if newest is None:
         return None
     record = queries.op_records(conn, [newest])[0]
-    return StoreHead(op=newest, at=record["at"], hash=record["hash"])
+    return StoreHead(op=newest, at=record.at, hash=record.hash)
 
 
 def store_upgrade(ctx: Context, req: StoreUpgradeReq) -> StoreUpgradeResult:

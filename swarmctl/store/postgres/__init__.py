@@ -24,6 +24,7 @@ import psycopg
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Store, Writer, op_time
+from swarmctl.store.errors import NoSchema
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres import errors, guard
 from swarmctl.store.postgres.schema import SCHEMA
@@ -252,10 +253,5 @@ def _already_a_store(url: StoreUrl, why: str = "") -> SwarmError:
     )
 
 
-def _not_a_store(url: StoreUrl) -> SwarmError:
-    return SwarmError(
-        "E_NOT_A_REPO",
-        f"no swarmops store at {url.shown} (no schema {url.schema} with a store in it)",
-        details={"path": url.shown, "schema": url.schema},
-        hint=f"Create one with `swarmctl init {url.shown}`, or name the store's schema with ?schema=NAME.",
-    )
+def _not_a_store(url: StoreUrl) -> NoSchema:
+    return NoSchema(url.shown, url.schema)

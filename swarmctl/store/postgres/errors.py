@@ -14,6 +14,7 @@ import re
 import psycopg
 
 from swarmctl.envelope import SwarmError
+from swarmctl.store.errors import NoDatabase
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres.url import StoreUrl, scrub
 
@@ -62,14 +63,7 @@ def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
     fatal = re.search(r"FATAL:\s+(.*)", text)
     reason = fatal.group(1).strip() if fatal else ""
     if re.search(r'database ".*" does not exist', reason):
-        name = url.database or "(your user name)"
-        return SwarmError(
-            "E_NOT_A_REPO",
-            f"no swarmops store at {url.shown}: {reason}",
-            details={"repo": url.shown, "database": url.database},
-            hint=f"Create the database first (`createdb {name}`, or `CREATE DATABASE {name};` in psql), "
-            f"then `swarmctl init {url.shown}`.",
-        )
+        return NoDatabase(url.shown, url.database, reason)
     if fatal:
         return forbidden(url, f"the database server refused the connection: {reason}")
     return unavailable(url, f"cannot reach the store's database server: {text}")

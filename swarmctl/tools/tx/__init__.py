@@ -5,17 +5,19 @@ A transaction stages ref moves without touching the store's refs, then commits t
 (kind `tx_commit`) by compare-and-swap against each ref's baseline, or is rolled back. It lives
 in the store (each CLI call is a new process), one open transaction per actor per store, so
 every tx command needs an identity: the transaction is the calling actor's. The rows are in
-swarmctl/store/txs.py; the request and result types in models.py beside this file.
+swarmctl/store/txs.py; beside this file are the request and result types (models.py), what
+staging means (staging.py: the open transaction, the revision bound, conflicts) and each tool's
+address (calls.py), on which the registry entries at the end are built.
 """
 
 from swarmctl import names
-from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Tool
-from swarmctl.store import Move, conflicts, policies, queries, txs
+from swarmctl.spec import READ, Annotations
+from swarmctl.store import Move, queries, txs
+from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.tx.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
-from swarmctl.tools.common import RefMove, resolve_changeset
+from swarmctl.tools.tx import calls, staging
 from swarmctl.tools.tx.models import (
     TxBeginResult,
     TxCommitReq,
@@ -26,7 +28,6 @@ from swarmctl.tools.tx.models import (
     TxMoved,
     TxRedoResult,
     TxReq,
-    TxRevision,
     TxRollbackResult,
     TxSetReq,
     TxStageResult,
@@ -88,10 +89,10 @@ def tx_set(ctx: Context, req: TxSetReq) -> TxStageResult:
     actor = ctx.require_actor(_WHY)
     name = names.check_new_ref_name(req.name)
     with ctx.store().write(actor) as w:
-        tx = _open_active(w.conn, actor, "stage")
+        tx = staging.open_active(w.conn, actor, "stage")
         w.refuse_forbidden_moves([name])  # now, not at the commit
         new = resolve_changeset(ctx, w.conn, req.target)
-        return _stage(w, tx, name, new)
+        return staging.stage(w, tx, name, new)
 
 
 def tx_delete(ctx: Context, req: TxDeleteReq) -> TxStageResult:
@@ -106,7 +107,7 @@ def tx_delete(ctx: Context, req: TxDeleteReq) -> TxStageResult:
     actor = ctx.require_actor(_WHY)
     name = names.check_ref_name(req.name)
     with ctx.store().write(actor) as w:
-        tx = _open_active(w.conn, actor, "stage")
+        tx = staging.open_active(w.conn, actor, "stage")
         w.refuse_forbidden_moves([name])  # now, not at the commit
         staged = txs.staged_targets(txs.revisions(w.conn, tx.tx), tx.revision)
         exists = staged[name] if name in staged else queries.ref_target(w.conn, name)
@@ -118,7 +119,7 @@ def tx_delete(ctx: Context, req: TxDeleteReq) -> TxStageResult:
                 details={"ref": name, "tx": tx.tx, "staged": name in staged},
                 hint="`swarmctl tx status` shows the staged moves; `swarmctl ref list` lists the store's refs.",
             )
-        return _stage(w, tx, name, None)
+        return staging.stage(w, tx, name, None)
 
 
 def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
@@ -154,7 +155,7 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             )
         revs = txs.revisions(conn, tx.tx)
         moves = txs.net_moves(conn, tx)
-        moved = [TxMoved(*c) for c in _moved(conn, tx, moves)]
+        moved = [TxMoved(*c) for c in staging.moved_since_staged(conn, tx, moves)]
         return TxStatusResult(
             state=tx.state,
             tx=tx.tx,
@@ -163,14 +164,14 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             revision=tx.revision,
             revisions=len(revs),
             max=tx.max_revisions,
-            moves=_ref_moves(moves),
+            moves=staging.ref_moves(moves),
             can_undo=tx.state == "Active" and tx.revision > 0,
             can_redo=tx.state == "Active" and tx.revision < len(revs),
             # A commit now would fail on a ref in `moved`: it can commit only when none moved.
             # ... and only when the store's policy lets this actor move every staged ref.
-            can_commit=tx.state == "Active" and bool(moves) and not moved and not _forbidden(conn, actor, moves),
+            can_commit=tx.state == "Active" and bool(moves) and not moved and not staging.forbidden(conn, actor, moves),
             moved=moved,
-            history=[_revision(r, tx.revision) for r in revs],
+            history=[staging.revision_view(r, tx.revision) for r in revs],
         )
 
 
@@ -184,7 +185,7 @@ def tx_undo(ctx: Context, req: TxReq) -> TxUndoResult:
     """
     actor = ctx.require_actor(_WHY)
     with ctx.store().write(actor) as w:
-        tx = _open_active(w.conn, actor, "undo")
+        tx = staging.open_active(w.conn, actor, "undo")
         revs = txs.revisions(w.conn, tx.tx)
         if tx.revision == 0:
             raise SwarmError(
@@ -200,10 +201,10 @@ def tx_undo(ctx: Context, req: TxReq) -> TxUndoResult:
         moves = txs.net_moves(w.conn, tx)
     return TxUndoResult(
         tx=tx.tx,
-        undone=_revision(revs[tx.revision], tx.revision),
+        undone=staging.revision_view(revs[tx.revision], tx.revision),
         revision=tx.revision,
         revisions=len(revs),
-        moves=_ref_moves(moves),
+        moves=staging.ref_moves(moves),
         can_undo=tx.revision > 0,
         can_redo=True,
     )
@@ -219,7 +220,7 @@ def tx_redo(ctx: Context, req: TxReq) -> TxRedoResult:
     """
     actor = ctx.require_actor(_WHY)
     with ctx.store().write(actor) as w:
-        tx = _open_active(w.conn, actor, "redo")
+        tx = staging.open_active(w.conn, actor, "redo")
         revs = txs.revisions(w.conn, tx.tx)
         if tx.revision >= len(revs):
             raise SwarmError(
@@ -233,10 +234,10 @@ def tx_redo(ctx: Context, req: TxReq) -> TxRedoResult:
         moves = txs.net_moves(w.conn, tx)
     return TxRedoResult(
         tx=tx.tx,
-        redone=_revision(revs[tx.revision - 1], tx.revision),
+        redone=staging.revision_view(revs[tx.revision - 1], tx.revision),
         revision=tx.revision,
         revisions=len(revs),
-        moves=_ref_moves(moves),
+        moves=staging.ref_moves(moves),
         can_undo=True,
         can_redo=tx.revision < len(revs),
     )
@@ -261,7 +262,7 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
     actor = ctx.require_actor(_WHY)
     conflict: SwarmError | None = None
     with ctx.store().write(actor) as w:
-        tx = _open_active(w.conn, actor, "commit")
+        tx = staging.open_active(w.conn, actor, "commit")
         moves = txs.net_moves(w.conn, tx)
         if not moves:
             raise SwarmError(
@@ -272,18 +273,18 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
                 "or end the transaction with `swarmctl tx rollback`.",
             )
         w.refuse_forbidden_moves(m.name for m in moves)  # forbidden wins over a conflict
-        moved = _moved(w.conn, tx, moves)
+        moved = staging.moved_since_staged(w.conn, tx, moves)
         if moved:
             # Store.write rolls back on an exception: record the state, let it commit, then raise.
             txs.mark_conflicted(w.conn, tx.tx)
-            conflict = _conflict_error(tx, moved)
+            conflict = staging.conflict_error(tx, moved)
         else:
-            description = f"tx {tx.tx}: " + (req.message or _summary(moves))
+            description = f"tx {tx.tx}: " + (req.message or staging.summary(moves))
             op = w.append_op("tx_commit", description, [Move(m.name, m.old, m.new) for m in moves])
             txs.end(w.conn, tx.tx, "Committed", w.at, op)
     if conflict is not None:
         raise conflict
-    return TxCommitResult(tx=tx.tx, op=op, description=description, ref_moves=_ref_moves(moves))
+    return TxCommitResult(tx=tx.tx, op=op, description=description, ref_moves=staging.ref_moves(moves))
 
 
 def tx_rollback(ctx: Context, req: TxReq) -> TxRollbackResult:
@@ -302,9 +303,9 @@ def tx_rollback(ctx: Context, req: TxReq) -> TxRollbackResult:
     with ctx.store().write(actor) as w:
         tx = txs.open_tx(w.conn, actor)
         if tx is None:
-            raise _no_open_tx(w.conn, actor, "roll back")
+            raise staging.no_open_tx(w.conn, actor, "roll back")
         discarded = len(txs.revisions(w.conn, tx.tx))
-        moved = [m.name for m in _moved(w.conn, tx, txs.net_moves(w.conn, tx))]
+        moved = [m.name for m in staging.moved_since_staged(w.conn, tx, txs.net_moves(w.conn, tx))]
         txs.end(w.conn, tx.tx, "RolledBack", w.at)
     if tx.state != "Conflicted":
         return TxRollbackResult(state="Ready", tx=tx.tx, discarded=discarded, hint=None)
@@ -335,234 +336,52 @@ def tx_config(ctx: Context, req: TxConfigReq) -> TxConfigResult:
     return TxConfigResult(max_revisions=value, changed=changed)
 
 
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _open_active(conn, actor: str, doing: str) -> txs.Tx:
-    """The actor's open transaction, which must be Active."""
-    tx = txs.open_tx(conn, actor)
-    if tx is None:
-        raise _no_open_tx(conn, actor, doing)
-    if tx.state == "Conflicted":
-        raise SwarmError(
-            "E_STATE",
-            f"cannot {doing}: tx {tx.tx} is Conflicted (a staged ref moved in the store since it was staged)",
-            details={"tx": tx.tx, "state": tx.state},
-            hint="A Conflicted transaction can only be rolled back: `swarmctl tx rollback`, then re-read the "
-            "refs and stage again in a new transaction. `swarmctl tx status` shows which refs moved.",
-            next=TX_ROLLBACK.call(),
-        )
-    return tx
-
-
-def _no_open_tx(conn, actor: str, doing: str) -> SwarmError:
-    """E_STATE for a command that needs an open transaction, saying what became of the last one.
-
-    For `tx rollback` and `tx undo` the hint names `op undo`: what was already committed is
-    taken back there, and `error.next` is that call when the last transaction was committed.
-    """
-    from swarmctl.tools.op import UNDO
-
-    last = txs.last_tx(conn, actor)
-    message = f"cannot {doing}: {actor} has no open transaction"
-    details = {"actor": actor, "last_tx": None, "last_state": None, "op": None}
-    hint = "Start one with `swarmctl tx begin`."
-    next_call = TX_BEGIN.call() if doing == "stage" else None
-    wants_undo = doing in ("roll back", "undo")
-    if wants_undo:
-        hint = "Nothing is staged. `swarmctl op undo OP` takes back a committed op; `swarmctl tx begin` starts a transaction."
-    if last is not None:
-        details.update(last_tx=last.tx, last_state=last.state, op=last.op)
-    if last is not None and last.state == "RolledBack":
-        message += f" (tx {last.tx} was rolled back: its revisions were discarded and cannot be redone)"
-    elif last is not None and last.state == "Committed":
-        message += f" (tx {last.tx} was committed as op {last.op})"
-        undone_by = queries.undo_in_effect(conn, last.op)
-        if wants_undo and undone_by is None:
-            hint = f"What tx {last.tx} committed is taken back with `swarmctl op undo {last.op}` (compare-and-swap, like any op)."
-            next_call = UNDO.call(op=last.op)
-        elif wants_undo:
-            hint = f"Op {last.op} (tx {last.tx}) was already undone by op {undone_by}. `swarmctl tx begin` starts a transaction."
-    return SwarmError("E_STATE", message, details=details, hint=hint, next=next_call)
-
-
-def _stage(w, tx: txs.Tx, name: str, new: str | None) -> TxStageResult:
-    if tx.revision >= tx.max_revisions:
-        raise SwarmError(
-            "E_STATE",
-            f"tx {tx.tx} is at its bound of {tx.max_revisions} staged revisions; nothing was staged",
-            details={"tx": tx.tx, "revision": tx.revision, "max": tx.max_revisions},
-            hint="Staged history is never dropped to make room: commit with `swarmctl tx commit`, take revisions back "
-            "with `swarmctl tx undo`, or roll back. `swarmctl tx config --max-revisions N` raises the bound for "
-            "transactions begun later.",
-        )
-    current = queries.ref_target(w.conn, name)
-    dropped = txs.stage(w.conn, tx, name, new, w.at, current, queries.newest_op(w.conn))
-    baseline = txs.baselines(w.conn, tx.tx)[name].old
-    return TxStageResult(
-        tx=tx.tx,
-        revision=tx.revision + 1,
-        revisions=tx.revision + 1,
-        max=tx.max_revisions,
-        name=name,
-        old=baseline,
-        new=new,
-        dropped=dropped,
-    )
-
-
-def _forbidden(conn, actor: str, moves: list[txs.StagedMove]) -> bool:
-    """Whether the store's policy forbids `actor` to move one of the staged refs."""
-    policy = policies.current(conn)
-    return policy is not None and any(rules.may_move(policy, actor, m.name) for m in moves)
-
-
-def _moved(conn, tx: txs.Tx, moves: list[txs.StagedMove]) -> list[conflicts.Conflict]:
-    """The staged refs the store moved after their baseline: what a commit would conflict on."""
-    return conflicts.find(conn, moves, since={name: base.op for name, base in txs.baselines(conn, tx.tx).items()})
-
-
-def _conflict_error(tx: txs.Tx, moved: list[conflicts.Conflict]) -> SwarmError:
-    return conflicts.cas_mismatch(
-        moved,
-        f"cannot commit tx {tx.tx}: {conflicts.listed(moved)} moved in the store since staged; no ref moved and no "
-        "op was written",
-        details={"tx": tx.tx, "state": "Conflicted"},
-        hint="The transaction is now Conflicted and stays open. Discard it with `swarmctl tx rollback`, re-read the "
-        "refs, and stage again in a new transaction.",
-        next=TX_ROLLBACK.call(),
-    )
-
-
-def _summary(moves: list[txs.StagedMove], shown: int = 3) -> str:
-    parts = [
-        f"delete {m.name}" if m.new is None else f"set {m.name} to {names.short_id(m.new)}" for m in moves[:shown]
-    ]
-    if len(moves) > shown:
-        parts.append(f"and {len(moves) - shown} more")
-    return ", ".join(parts)
-
-
-def _ref_moves(moves: list[txs.StagedMove]) -> list[RefMove]:
-    return [RefMove(m.name, m.old, m.new) for m in moves]
-
-
-def _revision(rev: txs.Revision, current: int) -> TxRevision:
-    return TxRevision(
-        revision=rev.revision,
-        action="delete" if rev.new is None else "set",
-        name=rev.name,
-        new=rev.new,
-        at=rev.at,
-        applied=rev.revision <= current,
-    )
-
-
 # --- registry entries ------------------------------------------------------------------------
 
 # Staging adds a revision but may discard undone ones (the redo branch): not merely additive.
 _STAGE = Annotations(read_only=False, destructive=True, idempotent=False)
 # Moving through revisions loses nothing: undo and redo take each other back.
 _STEP = Annotations(read_only=False, destructive=False, idempotent=False)
+# Beginning adds a transaction and changes no ref; committing and rolling back end one for good.
+_BEGIN = Annotations(read_only=False, destructive=False, idempotent=False)
+_END = Annotations(read_only=False, destructive=True, idempotent=False)
+_SETTING = Annotations(read_only=False, destructive=False, idempotent=True)
 
-TX_BEGIN = Tool(
-    name="tx_begin",
-    cli=("tx", "begin"),
-    title="Begin a transaction",
-    summary="Open a transaction for staging ref moves.",
-    request=TxReq,
-    result=TxBeginResult,
-    run=tx_begin,
-    annotations=Annotations(read_only=False, destructive=False, idempotent=False),
-    mutates=True,
+TX_BEGIN = calls.BEGIN.tool(
+    title="Begin a transaction", summary="Open a transaction for staging ref moves.",
+    result=TxBeginResult, run=tx_begin, annotations=_BEGIN, mutates=True,
 )
-TX_SET = Tool(
-    name="tx_set",
-    cli=("tx", "set"),
-    title="Stage a ref move",
-    summary="Stage: NAME is to name TARGET when the transaction commits.",
-    request=TxSetReq,
-    result=TxStageResult,
-    run=tx_set,
-    annotations=_STAGE,
-    mutates=True,
+TX_SET = calls.SET.tool(
+    title="Stage a ref move", summary="Stage: NAME is to name TARGET when the transaction commits.",
+    result=TxStageResult, run=tx_set, annotations=_STAGE, mutates=True,
 )
-TX_DELETE = Tool(
-    name="tx_delete",
-    cli=("tx", "delete"),
-    title="Stage a ref delete",
-    summary="Stage: NAME is to be deleted when the transaction commits.",
-    request=TxDeleteReq,
-    result=TxStageResult,
-    run=tx_delete,
-    annotations=_STAGE,
-    mutates=True,
+TX_DELETE = calls.DELETE.tool(
+    title="Stage a ref delete", summary="Stage: NAME is to be deleted when the transaction commits.",
+    result=TxStageResult, run=tx_delete, annotations=_STAGE, mutates=True,
 )
-TX_STATUS = Tool(
-    name="tx_status",
-    cli=("tx", "status"),
-    title="Transaction status",
-    summary="Show your transaction: staged moves, revisions, conflicts.",
-    request=TxReq,
-    result=TxStatusResult,
-    run=tx_status,
-    annotations=READ,
-    mutates=False,
+TX_STATUS = calls.STATUS.tool(
+    title="Transaction status", summary="Show your transaction: staged moves, revisions, conflicts.",
+    result=TxStatusResult, run=tx_status, annotations=READ, mutates=False,
 )
-TX_UNDO = Tool(
-    name="tx_undo",
-    cli=("tx", "undo"),
-    title="Undo a staged revision",
-    summary="Take back the newest applied staged revision.",
-    request=TxReq,
-    result=TxUndoResult,
-    run=tx_undo,
-    annotations=_STEP,
-    mutates=True,
+TX_UNDO = calls.UNDO.tool(
+    title="Undo a staged revision", summary="Take back the newest applied staged revision.",
+    result=TxUndoResult, run=tx_undo, annotations=_STEP, mutates=True,
 )
-TX_REDO = Tool(
-    name="tx_redo",
-    cli=("tx", "redo"),
-    title="Redo a staged revision",
-    summary="Re-apply the staged revision undone last.",
-    request=TxReq,
-    result=TxRedoResult,
-    run=tx_redo,
-    annotations=_STEP,
-    mutates=True,
+TX_REDO = calls.REDO.tool(
+    title="Redo a staged revision", summary="Re-apply the staged revision undone last.",
+    result=TxRedoResult, run=tx_redo, annotations=_STEP, mutates=True,
 )
-TX_COMMIT = Tool(
-    name="tx_commit",
-    cli=("tx", "commit"),
-    title="Commit a transaction",
-    summary="Make the staged moves as one op, by compare-and-swap.",
-    request=TxCommitReq,
-    result=TxCommitResult,
-    run=tx_commit,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
-    mutates=True,
+TX_COMMIT = calls.COMMIT.tool(
+    title="Commit a transaction", summary="Make the staged moves as one op, by compare-and-swap.",
+    result=TxCommitResult, run=tx_commit, annotations=_END, mutates=True,
 )
-TX_ROLLBACK = Tool(
-    name="tx_rollback",
-    cli=("tx", "rollback"),
-    title="Transaction Rollback",
-    summary="Discard the transaction and its staged revisions; no ref changes.",
-    request=TxReq,
-    result=TxRollbackResult,
-    run=tx_rollback,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=False),
-    mutates=True,
+TX_ROLLBACK = calls.ROLLBACK.tool(
+    title="Transaction Rollback", summary="Discard the transaction and its staged revisions; no ref changes.",
+    result=TxRollbackResult, run=tx_rollback, annotations=_END, mutates=True,
 )
-TX_CONFIG = Tool(
-    name="tx_config",
-    cli=("tx", "config"),
-    title="Transaction settings",
-    summary="Show or set the store's bound on staged revisions.",
-    request=TxConfigReq,
-    result=TxConfigResult,
-    run=tx_config,
-    annotations=Annotations(read_only=False, destructive=False, idempotent=True),
-    mutates=True,
+TX_CONFIG = calls.CONFIG.tool(
+    title="Transaction settings", summary="Show or set the store's bound on staged revisions.",
+    result=TxConfigResult, run=tx_config, annotations=_SETTING, mutates=True,
 )
 
 TOOLS = [TX_BEGIN, TX_SET, TX_DELETE, TX_STATUS, TX_UNDO, TX_REDO, TX_COMMIT, TX_ROLLBACK, TX_CONFIG]

@@ -13,6 +13,9 @@ rolled back after a preview of its blast radius. Where each part lives:
     blast_radius.py  what a rollback would do, its fingerprint, and what blocks it
     guards.py        the rules of approve, resume and cancel
     models.py        request and result types
+    rollback_types.py  the types of a rollback: its blast radius, each undo's outcome, its result
+    calls.py         each tool's name, command and request type: the registry entries below are
+                     built on them, and a `next` call is built from them
     views.py         the status view and what to call next
 
 This module holds the tool functions (whose docstrings are the help text) and the registry
@@ -31,12 +34,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from swarmctl import hosts, secrets
 from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.spec import READ, Annotations, plain
+from swarmctl.store import policies
+from swarmctl.tools.workflow import calls, definition, execute, guards, records, rollback, views
 from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
-from swarmctl.tools.workflow import guards, views
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
     WorkflowApproveResult,
@@ -47,13 +52,13 @@ from swarmctl.tools.workflow.models import (
     WorkflowListResult,
     WorkflowResumeReq,
     WorkflowRollbackReq,
-    WorkflowRollbackResult,
     WorkflowRunReq,
     WorkflowShowDefinitionReq,
     WorkflowStatus,
     WorkflowStatusReq,
     WorkflowSummary,
 )
+from swarmctl.tools.workflow.rollback_types import WorkflowRollbackResult
 
 
 # --- the door-independent guard: every output redacted ---------------------------------------
@@ -61,7 +66,6 @@ from swarmctl.tools.workflow.models import (
 
 def _public(fn: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:
     """Results and errors of a workflow tool with every secret-named value masked."""
-    from swarmctl import secrets
 
     @functools.wraps(fn)
     def guarded(ctx: Context, req: Any) -> Any:
@@ -72,10 +76,6 @@ def _public(fn: Callable[[Context, Any], Any]) -> Callable[[Context, Any], Any]:
             raise
 
     return guarded
-
-
-def _progress(ctx: Context) -> Any:
-    return getattr(ctx, "progress", None)
 
 
 # --- the work --------------------------------------------------------------------------------
@@ -99,9 +99,6 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     workflows) and `[run] definitions` (which files, matched after resolving symlinks). A store
     step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
-    from swarmctl import hosts
-    from swarmctl.tools.workflow import definition, execute, records
-
     actor = ctx.require_actor()
     path = (ctx.cwd / req.file).absolute()
     spec = definition.load(path)
@@ -112,7 +109,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
         wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
-    failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
+    failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()
     return views.after_run(ctx, wf_id, failed)
 
 
@@ -127,10 +124,8 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
     and rollback refuse to act until it ends. Secrets are shown as `***`. Never writes to
     the store.
     """
-    from swarmctl.tools.workflow import records
-
     with ctx.store().read() as conn:
-        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+        wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
     return views.status_view(wf)
 
 
@@ -138,8 +133,6 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
 def workflow_list(ctx: Context, req: WorkflowListReq) -> WorkflowListResult:
     """List workflows, newest first: id, name, state, how many steps succeeded of how many.
     `--state` filters on the state as saved. Never writes to the store."""
-    from swarmctl.tools.workflow import records
-
     with ctx.store().read() as conn:
         found = records.summaries(conn, req.state, req.limit + 1)
     return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in found[: req.limit]], has_more=len(found) > req.limit)
@@ -155,18 +148,16 @@ def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveRe
     store's policy may forbid it (E_FORBIDDEN): `[approve] actors` (who may approve) and
     `[approve] self = false` (the workflow's creator may not approve its own gate).
     """
-    from swarmctl.tools.workflow import records
-
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
-        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        wf = records.load(w.conn, records.resolve(ctx, w.conn, req.workflow))
         rules.refuse(guards.policy_refusal(w.policy, "workflow_approve", actor, wf))
         gate = guards.gate_to_approve(wf, req.step)
         if gate.approved_by:
-            return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [RESUME.call(workflow=wf.id)])
+            return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [calls.RESUME.call(workflow=wf.id)])
         records.set_step(w, wf.id, gate.idx, status="success", approved_by=actor, approved_at=w.at, finished_at=w.at)
         at = w.at
-    return WorkflowApproveResult(wf.id, gate.name, actor, at, False, wf.observed, [RESUME.call(workflow=wf.id)])
+    return WorkflowApproveResult(wf.id, gate.name, actor, at, False, wf.observed, [calls.RESUME.call(workflow=wf.id)])
 
 
 @_public
@@ -182,13 +173,10 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     Resuming another actor's workflow may be forbidden by the store's policy (`[workflow]
     others`: E_FORBIDDEN).
     """
-    from swarmctl import hosts
-    from swarmctl.tools.workflow import execute, records
-
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:
-        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        wf = records.load(w.conn, records.resolve(ctx, w.conn, req.workflow))
         rules.refuse(guards.policy_refusal(w.policy, "workflow_resume", actor, wf))
         records.settle(w, wf)
         retry = guards.resume_point(wf, req.retry)
@@ -198,7 +186,7 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         records.claim(w, wf.id, "running", hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
-    failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
+    failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()
     return views.after_run(ctx, wf.id, failed)
 
 
@@ -210,11 +198,9 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
     otherwise E_STATE (also when a live process is running it). Cancelling another actor's
     workflow may be forbidden by the store's policy (`[workflow] others`: E_FORBIDDEN).
     """
-    from swarmctl.tools.workflow import records
-
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
-        wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        wf = records.load(w.conn, records.resolve(ctx, w.conn, req.workflow))
         rules.refuse(guards.policy_refusal(w.policy, "workflow_cancel", actor, wf))
         records.settle(w, wf)
         guards.not_held(wf)
@@ -242,10 +228,8 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
 def workflow_show_definition(ctx: Context, req: WorkflowShowDefinitionReq) -> WorkflowDefinitionResult:
     """Print the definition a workflow was created from, as TOML, with secrets shown as `***`
     (`${env:...}` references of secret-named keys included). Never writes to the store."""
-    from swarmctl.tools.workflow import definition, records
-
     with ctx.store().read() as conn:
-        wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+        wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
     unreadable = [s.name for s in wf.steps if s.spec is None]
     if unreadable:
         raise SwarmError(
@@ -297,17 +281,12 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     step (a protected ref, `[undo] others`): the preview lists each as a blocker `forbidden`
     (with its `rule`), and `--confirm` is then E_FORBIDDEN, nothing changed.
     """
-    from swarmctl.tools.workflow import rollback
-
     return rollback.confirm(ctx, req) if req.confirm else rollback.preview(ctx, req)
 
 
 def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError | None:
     """What the store's policy would say to `actor` calling workflow tool `tool` with `req`
     (for `policy check`): the rules the tool itself asks, of the store as it is now."""
-    from swarmctl.store import policies
-    from swarmctl.tools.workflow import records
-
     with ctx.store().read() as conn:
         policy = policies.current(conn)
         if policy is None:
@@ -315,68 +294,57 @@ def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError 
         if tool == "workflow_run":
             refusal = rules.may_run(policy, actor, str((ctx.cwd / req.file).resolve()))
         else:
-            wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+            wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
             refusal = guards.policy_refusal(policy, tool, actor, wf)
     return refusal.error() if refusal is not None else None
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _resolve(ctx: Context, conn: Any, given: str) -> str:
-    from swarmctl.tools.workflow import records
-
-    wf_id = records.resolve_id(conn, given)
-    ctx.resolve(given, wf_id)
-    return wf_id
 
 
 # --- registry entries ------------------------------------------------------------------------
 
 _RUNS = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
 
-RUN = Tool(
-    name="workflow_run", cli=("workflow", "run"), title="Run a workflow",
+RUN = calls.RUN.tool(
+    title="Run a workflow",
     summary="Create a workflow from a TOML file and run its steps.",
-    request=WorkflowRunReq, result=WorkflowStatus, run=workflow_run, annotations=_RUNS, mutates=True,
+    result=WorkflowStatus, run=workflow_run, annotations=_RUNS, mutates=True,
 )
-STATUS = Tool(
-    name="workflow_status", cli=("workflow", "status"), title="Workflow status",
+STATUS = calls.STATUS.tool(
+    title="Workflow status",
     summary="Show a workflow and each step's status.",
-    request=WorkflowStatusReq, result=WorkflowStatus, run=workflow_status, annotations=READ, mutates=False,
+    result=WorkflowStatus, run=workflow_status, annotations=READ, mutates=False,
 )
-LIST = Tool(
-    name="workflow_list", cli=("workflow", "list"), title="List workflows",
+LIST = calls.LIST.tool(
+    title="List workflows",
     summary="List workflows, newest first.",
-    request=WorkflowListReq, result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
+    result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
     records="workflows",
 )
-APPROVE = Tool(
-    name="workflow_approve", cli=("workflow", "approve"), title="Approve a workflow gate",
+APPROVE = calls.APPROVE.tool(
+    title="Approve a workflow gate",
     summary="Approve the gate a workflow waits at.",
-    request=WorkflowApproveReq, result=WorkflowApproveResult, run=workflow_approve,
+    result=WorkflowApproveResult, run=workflow_approve,
     annotations=Annotations(read_only=False, destructive=False, idempotent=True), mutates=True,
 )
-RESUME = Tool(
-    name="workflow_resume", cli=("workflow", "resume"), title="Resume a workflow",
+RESUME = calls.RESUME.tool(
+    title="Resume a workflow",
     summary="Continue a workflow past an approved gate or (with --retry) a failed step.",
-    request=WorkflowResumeReq, result=WorkflowStatus, run=workflow_resume, annotations=_RUNS, mutates=True,
+    result=WorkflowStatus, run=workflow_resume, annotations=_RUNS, mutates=True,
 )
-CANCEL = Tool(
-    name="workflow_cancel", cli=("workflow", "cancel"), title="Cancel a workflow",
+CANCEL = calls.CANCEL.tool(
+    title="Cancel a workflow",
     summary="Stop a workflow for good, leaving what ran in place.",
-    request=WorkflowCancelReq, result=WorkflowCancelResult, run=workflow_cancel,
+    result=WorkflowCancelResult, run=workflow_cancel,
     annotations=Annotations(read_only=False, destructive=True, idempotent=False), mutates=True,
 )
-ROLLBACK = Tool(
-    name="workflow_rollback", cli=("workflow", "rollback"), title="Roll back a workflow",
+ROLLBACK = calls.ROLLBACK.tool(
+    title="Roll back a workflow",
     summary="Preview, then (with --confirm) undo a workflow's steps, last first.",
-    request=WorkflowRollbackReq, result=WorkflowRollbackResult, run=workflow_rollback, annotations=_RUNS, mutates=True,
+    result=WorkflowRollbackResult, run=workflow_rollback, annotations=_RUNS, mutates=True,
 )
-SHOW_DEFINITION = Tool(
-    name="workflow_show_definition", cli=("workflow", "show-definition"), title="Show a workflow's definition",
+SHOW_DEFINITION = calls.SHOW_DEFINITION.tool(
+    title="Show a workflow's definition",
     summary="Print a workflow's definition as TOML, secrets redacted.",
-    request=WorkflowShowDefinitionReq, result=WorkflowDefinitionResult, run=workflow_show_definition,
+    result=WorkflowDefinitionResult, run=workflow_show_definition,
     annotations=READ, mutates=False,
 )
 

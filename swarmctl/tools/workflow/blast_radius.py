@@ -15,7 +15,7 @@ Each step lands in exactly one list, by its observed status:
 A store step's undo is predicted with `op.plan_undo`, which raises what the real undo would:
 a ref moved since shows up as a predicted E_CAS_MISMATCH. `blockers` are what `--confirm`
 refuses (E_REFUSED), each `{code, message}`; `unmeasured` says what the preview cannot know.
-The types of all of it are in models.py (BlastRadius), so the MCP outputSchema shows them.
+The types of all of it are in rollback_types.py (BlastRadius), so the MCP outputSchema shows them.
 
 The `preview_id` fingerprints the radius: a hash of its canonical JSON without `blockers` and
 the `acknowledged` marks (those are the caller's decisions, not the radius). It changes when a
@@ -36,9 +36,8 @@ from swarmctl.spec import plain
 from swarmctl.store import Conn, policies
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
-from swarmctl.tools.workflow.models import (
-    ACKNOWLEDGE_ALL,
-    RADIUS_LISTS as LISTS,
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS
+from swarmctl.tools.workflow.rollback_types import (
     AlreadyRolledBack,
     AnyBlocker,
     BlastRadius,
@@ -138,7 +137,7 @@ def _place(
         # Unreadable or unknown: its effect cannot be told, and a blocker says so.
         return "unknown_effects", _unknown(step, None)
     if status in ("running", "undoing", "interrupted"):
-        return "unknown_effects", _unknown(step, step.interrupted_during or ("rollback" if step.status == "undoing" else "run"))
+        return "unknown_effects", _unknown(step, step.phase)
     if status == "rolled_back":
         return "already_rolled_back", AlreadyRolledBack(
             step=step.name, index=step.idx, kind=step.kind, status=status, undo_op=step.undo_op

@@ -12,7 +12,8 @@ The rules this module keeps:
   silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
 - A store step (and the undo of one) is a single transaction: its op and its new status
   commit together, so there is no moment at which its effect is unknown.
-- Every transaction first checks that this process still owns the workflow (E_STATE if not).
+- Every transaction first checks that this process still owns the workflow (`_owned_write`);
+  once it does not, the executor stops at once and saves nothing more (E_STATE).
 - `${env:...}` values are resolved here, passed to the process, scrubbed from its output and
   never written to the store.
 
@@ -39,7 +40,7 @@ from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.op import undo_in
 from swarmctl.tools.workflow import definition, process, records
-from swarmctl.tools.workflow.models import (
+from swarmctl.tools.workflow.rollback_types import (
     CommandUndone,
     ErrorInfo,
     RefAfter,
@@ -53,8 +54,23 @@ from swarmctl.tools.workflow.records import Step, Workflow
 Progress = Callable[[dict[str, Any]], None]
 
 
-class LostOwnership(SwarmError):
-    """Another process took the workflow over: stop at once, and save nothing more."""
+class LostOwnership(Exception):
+    """Another process took the workflow over: stop at once, and save nothing more.
+
+    Not a SwarmError, so that the handlers that save a step's own failure never catch it; it
+    leaves the executor as E_STATE (`as_error`)."""
+
+    def __init__(self, wf_id: str) -> None:
+        super().__init__(wf_id)
+        self.wf_id = wf_id
+
+    def as_error(self) -> SwarmError:
+        return SwarmError(
+            "E_STATE",
+            f"workflow {self.wf_id} is no longer held by this process; stopped",
+            details={"workflow": self.wf_id},
+            hint=f"`swarmctl workflow status {self.wf_id}` shows who holds it now.",
+        )
 
 
 class Executor:
@@ -69,27 +85,38 @@ class Executor:
 
     # --- ownership ---------------------------------------------------------------------------
 
-    def owned(self, w: Writer) -> None:
-        """Stop unless this process still owns the workflow (nobody took it over); renew its
-        lease while it does (swarmctl/hosts.py)."""
-        if rows.owner(w.conn, self.wf.id) != tuple(self.me):
-            raise LostOwnership(
-                "E_STATE",
-                f"workflow {self.wf.id} is no longer held by this process; stopped",
-                details={"workflow": self.wf.id},
-                hint=f"`swarmctl workflow status {self.wf.id}` shows who holds it now.",
-            )
-        rows.renew_lease(w.conn, self.wf.id, hosts.lease_until(w.at))
+    @contextmanager
+    def _owned_write(self) -> Iterator[Writer]:
+        """A write transaction, once it is checked that this process still owns the workflow
+        (nobody took it over): LostOwnership otherwise."""
+        with self.store.write(self.actor) as w:
+            if rows.owner(w.conn, self.wf.id) != tuple(self.me):
+                raise LostOwnership(self.wf.id)
+            rows.renew_lease(w.conn, self.wf.id, hosts.lease_until(w.at))  # while it does (swarmctl/hosts.py)
+            yield w
+
+    def _set(self, w: Writer, step: Step, **columns: Any) -> None:
+        records.set_step(w, self.wf.id, step.idx, **columns)
+
+    @contextmanager
+    def _lost_as_error(self) -> Iterator[None]:
+        try:
+            yield
+        except LostOwnership as lost:
+            raise lost.as_error() from None
+
+    def release(self, state: str) -> None:
+        """Leave the workflow in `state`, held by nobody (E_STATE if another process holds it)."""
+        with self._lost_as_error(), self._owned_write() as w:
+            records.release(w, self.wf.id, state)
 
     def renew(self) -> None:
         """While a command runs: renew the lease, so that other hosts keep taking this process
         for alive. A store that is busy or out of reach now is asked again at the next renewal;
         a workflow another process took over stops the command (LostOwnership)."""
         try:
-            with self.store.write(self.actor) as w:
-                self.owned(w)
-        except LostOwnership:
-            raise
+            with self._owned_write():
+                pass
         except SwarmError:
             pass
 
@@ -115,12 +142,15 @@ class Executor:
     def run(self) -> Step | None:
         """Run the pending steps in order. Returns the step that failed, or None; the workflow
         ends `completed`, `awaiting_approval` (at a gate not yet approved) or `failed`."""
+        with self._lost_as_error():
+            return self._run()
+
+    def _run(self) -> Step | None:
         todo = [s for s in self.wf.steps if s.status == "pending"]
         for position, step in enumerate(todo, start=1):
             if step.kind == "approval":
-                with self.store.write(self.actor) as w:
-                    self.owned(w)
-                    records.set_step(w, self.wf.id, step.idx, started_at=w.at)
+                with self._owned_write() as w:
+                    self._set(w, step, started_at=w.at)
                     records.release(w, self.wf.id, "awaiting_approval", cursor=step.idx)
                 self.wf.state = "awaiting_approval"
                 return None
@@ -132,35 +162,29 @@ class Executor:
                     self._run_store_step(step)
             self._report("run", "finish", step, position, len(todo), step.status)
             if step.status != "success":
-                with self.store.write(self.actor) as w:
-                    self.owned(w)
+                with self._owned_write() as w:
                     records.release(w, self.wf.id, "failed", cursor=step.idx)
                 self.wf.state = "failed"
                 return step
-        with self.store.write(self.actor) as w:
-            self.owned(w)
+        with self._owned_write() as w:
             records.release(w, self.wf.id, "completed", cursor=None)
         self.wf.state = "completed"
         return None
 
     def _run_store_step(self, step: Step) -> None:
         try:
-            with self.store.write(self.actor) as w:
-                self.owned(w)
+            with self._owned_write() as w:
                 op, moves = self._store_change(w, step)
                 result = {"ref_moves": moves}
-                records.set_step(w, self.wf.id, step.idx, status="success", op=op, result=result, started_at=w.at,
-                                 finished_at=w.at, attempts=step.attempts + 1)
+                self._set(w, step, status="success", op=op, result=result, started_at=w.at, finished_at=w.at,
+                          attempts=step.attempts + 1)
                 records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
             step.status, step.op, step.result = "success", op, result
-        except LostOwnership:
-            raise
         except SwarmError as exc:
             result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details, "hint": exc.hint}}
-            with self.store.write(self.actor) as w:
-                self.owned(w)
-                records.set_step(w, self.wf.id, step.idx, status="failed", result=result, started_at=w.at,
-                                 finished_at=w.at, attempts=step.attempts + 1)
+            with self._owned_write() as w:
+                self._set(w, step, status="failed", result=result, started_at=w.at, finished_at=w.at,
+                          attempts=step.attempts + 1)
             step.status, step.result = "failed", result
 
     def _store_change(self, w: Writer, step: Step) -> tuple[int | None, list[dict[str, Any]]]:
@@ -178,20 +202,17 @@ class Executor:
 
     def _run_command(self, step: Step) -> None:
         def begin(w: Writer) -> None:  # the step is running: saved with its command's group
-            records.set_step(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
-                             started_at=w.at, finished_at=None, result=None, interrupted_during=None,
-                             attempts=step.attempts + 1)
+            self._set(w, step, status="running", pid=self.me.pid, pid_start=self.me.start, started_at=w.at,
+                      finished_at=None, result=None, interrupted_during=None, attempts=step.attempts + 1)
             records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
 
         outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running")
         result = self._outcome(step, outcome)
         status = "success" if outcome.ok else "failed"
-        with self.store.write(self.actor) as w:
-            self.owned(w)
+        with self._owned_write() as w:
             if step.status != "running":  # it never started (no such program): one state change
                 begin(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
-                             command_start=None, finished_at=w.at, result=result)
+            self._set(w, step, status=status, finished_at=w.at, result=result, **records.NO_PROCESS)
         step.status, step.result = status, result
 
     def _command(
@@ -216,10 +237,9 @@ class Executor:
         }
 
         def started(group: pids.ProcessId) -> None:
-            with self.store.write(self.actor) as w:
-                self.owned(w)
+            with self._owned_write() as w:
                 begin(w)
-                records.set_step(w, self.wf.id, step.idx, command_pid=group.pid, command_start=group.start)
+                self._set(w, step, command_pid=group.pid, command_start=group.start)
             step.status = status
 
         try:
@@ -240,12 +260,10 @@ class Executor:
     def _save_interrupted(self, step: Step, during: str) -> None:
         """The process group is killed, but what it did before is unknown."""
         try:
-            with self.store.write(self.actor) as w:
-                self.owned(w)
-                records.set_step(w, self.wf.id, step.idx, status="interrupted", interrupted_during=during, pid=None,
-                                 pid_start=None, command_pid=None, command_start=None, finished_at=w.at)
+            with self._owned_write() as w:
+                self._set(w, step, status="interrupted", interrupted_during=during, finished_at=w.at, **records.NO_PROCESS)
                 records.release(w, self.wf.id, "failed" if during == "run" else "rollback_failed")
-        except SwarmError:
+        except (LostOwnership, SwarmError):
             # Another process holds the workflow now (its record is not ours to write), or the
             # store stayed locked: either way the step reads `interrupted` once this process and
             # the command's group are gone, which they are about to be.
@@ -276,6 +294,10 @@ class Executor:
     def roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
         rest. Returns one result per step."""
+        with self._lost_as_error():
+            return self._roll_back(entries)
+
+    def _roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
         results: list[UndoResult] = []
         by_name = {s.name: s for s in self.wf.steps}
         for position, entry in enumerate(entries, start=1):
@@ -289,8 +311,7 @@ class Executor:
 
     def _undo_store_step(self, step: Step) -> StoreStepUndone | StoreStepUndoFailed:
         try:
-            with self.store.write(self.actor) as w:
-                self.owned(w)
+            with self._owned_write() as w:
                 undone = undo_in(w, step.op, description=f"workflow {self.wf.id} rollback of step {step.name}: undo op {step.op}")
                 result = StoreStepUndone(
                     step=step.name, index=step.idx, kind=step.kind, status="rolled_back", op=undone.op, undid=step.op,
@@ -298,18 +319,14 @@ class Executor:
                     ref_moves=[RefAfter(name=m.name, new=m.new) for m in undone.ref_moves], at=w.at,
                 )
                 saved = plain(result)
-                records.set_step(w, self.wf.id, step.idx, status="rolled_back", undo_op=undone.op,
-                                 undo_result={k: saved[k] for k in ("op", "undid", "already_undone", "ref_moves", "at")})
+                self._set(w, step, status="rolled_back", undo_op=undone.op,
+                          undo_result={k: saved[k] for k in ("op", "undid", "already_undone", "ref_moves", "at")})
             step.status = "rolled_back"
             return result
-        except LostOwnership:
-            raise
         except SwarmError as exc:
             error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
-            with self.store.write(self.actor) as w:
-                self.owned(w)
-                records.set_step(w, self.wf.id, step.idx, status="rollback_failed",
-                                 undo_result={"undid": step.op, "error": plain(error), "at": w.at})
+            with self._owned_write() as w:
+                self._set(w, step, status="rollback_failed", undo_result={"undid": step.op, "error": plain(error), "at": w.at})
             step.status = "rollback_failed"
             return StoreStepUndoFailed(
                 step=step.name, index=step.idx, kind=step.kind, status="rollback_failed", undid=step.op, error=error
@@ -317,15 +334,12 @@ class Executor:
 
     def _undo_command(self, step: Step) -> CommandUndone:
         def begin(w: Writer) -> None:  # the step is undoing: saved with its command's group
-            records.set_step(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
-                             undo_result={"started_at": w.at})
+            self._set(w, step, status="undoing", pid=self.me.pid, pid_start=self.me.start, undo_result={"started_at": w.at})
 
         outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing")
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
-        with self.store.write(self.actor) as w:
-            self.owned(w)
-            records.set_step(w, self.wf.id, step.idx, status=status, pid=None, pid_start=None, command_pid=None,
-                             command_start=None, undo_result={**kept, "at": w.at})
+        with self._owned_write() as w:
+            self._set(w, step, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS)
         step.status = status
         return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)

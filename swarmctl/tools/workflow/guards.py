@@ -10,13 +10,13 @@ from typing import Any
 
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
-from swarmctl.tools import workflow as tools
+from swarmctl.tools.workflow import calls, definition, records
+from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
+from swarmctl.tools.workflow.records import Step, Workflow
 
 
 def require_env(steps: list[dict[str, Any]]) -> None:
     """Every `${env:NAME}` the steps to run refer to must be set: checked before anything runs."""
-    from swarmctl.tools.workflow import definition
-
     for step in steps:
         missing = definition.missing_references(step, os.environ) if step and step["kind"] == "run" else []
         if missing:
@@ -28,11 +28,9 @@ def require_env(steps: list[dict[str, Any]]) -> None:
             )
 
 
-def no_orphaned_command(wf: Any) -> None:
+def no_orphaned_command(wf: Workflow) -> None:
     """E_STATE while a step's command outlives the swarmctl that started it: running it (or its
     rollback) again now would run a second copy beside it."""
-    from swarmctl.tools.workflow import records
-
     step = records.orphaned_command(wf)
     if step is None:
         return
@@ -44,13 +42,11 @@ def no_orphaned_command(wf: Any) -> None:
         details={"workflow": wf.id, "step": step.name, "status": step.status, "pid": pid},
         hint=f"Wait for it to end, or stop it and its children with `kill -TERM -{pid}`; then "
         f"`swarmctl workflow status {wf.id}` shows the step interrupted, to retry or roll back.",
-        next=tools.STATUS.call(workflow=wf.id),
+        next=calls.STATUS.call(workflow=wf.id),
     )
 
 
-def not_held(wf: Any) -> None:
-    from swarmctl.tools.workflow import records
-
+def not_held(wf: Workflow) -> None:
     no_orphaned_command(wf)
     if records.held_by_other(wf):
         raise SwarmError(
@@ -61,7 +57,7 @@ def not_held(wf: Any) -> None:
         )
 
 
-def gate_to_approve(wf: Any, name: str | None) -> Any:
+def gate_to_approve(wf: Workflow, name: str | None) -> Step:
     if name is not None:
         step = wf.step(name)
         if step is None:
@@ -70,13 +66,13 @@ def gate_to_approve(wf: Any, name: str | None) -> Any:
             raise SwarmError("E_INVALID_ARG", f"step {name} is not an approval gate", details={"workflow": wf.id, "step": name})
         if step.approved_by:
             return step
-    if wf.observed != "awaiting_approval" or wf.cursor is None:
+    gate = wf.gate
+    if gate is None:
         raise SwarmError(
             "E_STATE",
             f"workflow {wf.id} is {wf.observed}, not waiting for an approval",
             details={"workflow": wf.id, "state": wf.observed},
         )
-    gate = wf.steps[wf.cursor - 1]
     if name is not None and gate.name != name:
         raise SwarmError(
             "E_STATE",
@@ -86,22 +82,23 @@ def gate_to_approve(wf: Any, name: str | None) -> Any:
     return gate
 
 
-def resume_point(wf: Any, retry_name: str | None) -> Any:
-    """The step to re-run (or None), after checking the workflow may continue at all."""
+def resume_point(wf: Workflow, retry_name: str | None) -> Step | None:
+    """The step to re-run (or None), after checking the workflow may continue at all. Only after
+    `records.settle`: the saved state is then the observed one."""
     not_held(wf)
     state = wf.state
     if state == "awaiting_approval":
-        gate = wf.steps[wf.cursor - 1]
-        if not gate.approved_by:
+        gate = wf.gate
+        if gate is not None and not gate.approved_by:
             raise SwarmError(
                 "E_STATE",
                 f"workflow {wf.id} waits for approval at {gate.name}: {gate.spec.get('approval')}",
                 details={"workflow": wf.id, "waiting_at": gate.name},
                 hint="An approver calls `workflow approve` first.",
-                next=tools.APPROVE.call(workflow=wf.id),
+                next=calls.APPROVE.call(workflow=wf.id),
             )
     elif state == "failed":
-        stuck = next((s for s in wf.steps if s.status in ("failed", "interrupted")), None)
+        stuck = wf.stopped_at
         if stuck is not None:
             if retry_name != stuck.name:
                 why = "was interrupted (its effect is unknown)" if stuck.status == "interrupted" else "failed"
@@ -110,7 +107,7 @@ def resume_point(wf: Any, retry_name: str | None) -> Any:
                     f"workflow {wf.id} stopped at step {stuck.name}, which {why}; resume re-runs it only with --retry {stuck.name}",
                     details={"workflow": wf.id, "step": stuck.name, "status": stuck.status, "retry": retry_name},
                     hint="Check what the step did; then resume with --retry, or roll the workflow back.",
-                    next=tools.RESUME.call(workflow=wf.id, retry=stuck.name),
+                    next=calls.RESUME.call(workflow=wf.id, retry=stuck.name),
                 )
             return stuck
     elif state != "pending":
@@ -128,9 +125,7 @@ def resume_point(wf: Any, retry_name: str | None) -> Any:
     return None
 
 
-def check_acknowledged(wf: Any, names_given: list[str]) -> None:
-    from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL
-
+def check_acknowledged(wf: Workflow, names_given: list[str]) -> None:
     unknown = [n for n in names_given if n != ACKNOWLEDGE_ALL and wf.step(n) is None]
     if unknown:
         raise SwarmError(
@@ -144,7 +139,7 @@ def check_acknowledged(wf: Any, names_given: list[str]) -> None:
 _STEERS = {"workflow_resume": "resume", "workflow_cancel": "cancel", "workflow_rollback": "roll back"}
 
 
-def policy_refusal(policy: rules.Policy | None, tool: str, actor: str, wf: Any) -> rules.Refusal | None:
+def policy_refusal(policy: rules.Policy | None, tool: str, actor: str, wf: Workflow) -> rules.Refusal | None:
     """What the store's policy says of `actor` calling `tool` (approve, resume, cancel or
     rollback) on `wf`: [approve] for approving, [workflow] others for the rest."""
     if tool == "workflow_approve":

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from swarmctl import hosts, pids
+from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Conn, Writer
 from swarmctl.store import workflows as rows
@@ -34,6 +35,8 @@ IN_FLIGHT = ("running", "undoing")
 # A workflow saved in one of these states is held by its owner process while that lives; once
 # it is gone, it reads as the second state.
 HELD = {"running": "failed", "rolling_back": "rollback_failed"}
+# A step whose process is gone: the columns that named it and its command's process group.
+NO_PROCESS: dict[str, None] = {"pid": None, "pid_start": None, "command_pid": None, "command_start": None}
 
 
 def new_id() -> str:
@@ -72,10 +75,12 @@ class Step:
         return self.status in STEP_STATUSES
 
     @property
-    def has_undo(self) -> bool:
-        if self.spec is None:
-            return False
-        return self.kind in ("ref_set", "ref_delete") or bool(self.spec.get("rollback"))
+    def phase(self) -> str:
+        """What the step was doing when its effect became unknown: `run` or `rollback`. A step in
+        flight is doing what its status says; an interrupted one, what was saved with it."""
+        if self.status in IN_FLIGHT or self.interrupted_during is None:
+            return "rollback" if self.status == "undoing" else "run"
+        return self.interrupted_during
 
 
 @dataclass
@@ -104,6 +109,18 @@ class Workflow:
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def gate(self) -> Step | None:
+        """The approval gate the workflow waits at, approved or not (None unless it waits)."""
+        if self.observed != "awaiting_approval" or not self.cursor:
+            return None
+        return self.steps[self.cursor - 1]
+
+    @property
+    def stopped_at(self) -> Step | None:
+        """The step a failed workflow stopped at: the first that failed or was interrupted."""
+        return next((s for s in self.steps if s.observed in ("failed", "interrupted")), None)
 
     @property
     def definition(self) -> dict[str, Any]:
@@ -135,6 +152,13 @@ def resolve_id(conn: Conn, given: str) -> str:
         details={"workflow": given},
         hint="`swarmctl workflow list` lists the workflows.",
     )
+
+
+def resolve(ctx: Context, conn: Conn, given: str) -> str:
+    """The workflow id `given` names (see `resolve_id`), recorded in the envelope's `meta.resolved`."""
+    wf_id = resolve_id(conn, given)
+    ctx.resolve(given, wf_id)
+    return wf_id
 
 
 def load(conn: Conn, workflow_id: str) -> Workflow:
@@ -279,9 +303,8 @@ def settle(w: Writer, wf: Workflow) -> None:
     whose owner is gone leaves `running`/`rolling_back`. Only after `load` in the same transaction."""
     for s in wf.steps:
         if s.status in IN_FLIGHT and s.observed == "interrupted":
-            during = "run" if s.status == "running" else "rollback"
-            set_step(w, wf.id, s.idx, status="interrupted", interrupted_during=during, pid=None, pid_start=None,
-                     command_pid=None, command_start=None, finished_at=w.at)
+            during = s.phase
+            set_step(w, wf.id, s.idx, status="interrupted", interrupted_during=during, finished_at=w.at, **NO_PROCESS)
             s.status, s.interrupted_during, s.pid = "interrupted", during, None
     if wf.observed != wf.state:
         release(w, wf.id, wf.observed)

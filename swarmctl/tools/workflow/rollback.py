@@ -17,11 +17,12 @@ from swarmctl import hosts, names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import plain
+from swarmctl.store import Writer
 from swarmctl.store import workflows as rows
-from swarmctl.tools import workflow as tools
-from swarmctl.tools.workflow import blast_radius, execute, guards, records
+from swarmctl.tools.workflow import blast_radius, calls, execute, guards, records
 from swarmctl.tools.workflow.blast_radius import Radius
-from swarmctl.tools.workflow.models import BlastRadius, WorkflowRollbackReq, WorkflowRollbackResult
+from swarmctl.tools.workflow.models import WorkflowRollbackReq
+from swarmctl.tools.workflow.rollback_types import BlastRadius, WorkflowRollbackResult
 from swarmctl.tools.workflow.records import Workflow
 
 
@@ -45,12 +46,10 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     store = ctx.store()
     with store.write(actor) as w:
         _claim(w, wf, req)
-    executor = execute.Executor(ctx, store, wf, actor, getattr(ctx, "progress", None))
+    executor = execute.Executor(ctx, store, wf, actor, ctx.progress)
     results = executor.roll_back(radius.blast_radius.would_roll_back)
     state = "rolled_back" if all(r.status == "rolled_back" for r in results) else "rollback_failed"
-    with store.write(actor) as w:
-        executor.owned(w)
-        records.release(w, wf.id, state)
+    executor.release(state)
     acknowledged = [e.step for e in radius.blast_radius.unknown_effects if e.acknowledged]
     if state == "rollback_failed":
         failed = [r.step for r in results if r.status != "rolled_back"]
@@ -88,12 +87,12 @@ def _flags(req: WorkflowRollbackReq) -> dict[str, Any]:
 
 def preview_call(wf_id: str, req: WorkflowRollbackReq) -> dict[str, Any]:
     """The preview that goes with a refused or partly failed confirmation: the same flags, no --confirm."""
-    return tools.ROLLBACK.call(workflow=wf_id, **_flags(req))
+    return calls.ROLLBACK.call(workflow=wf_id, **_flags(req))
 
 
 def confirm_call(wf_id: str, req: WorkflowRollbackReq, preview_id: str) -> dict[str, Any]:
     """The confirmation of the preview `preview_id`: the same flags, --confirm --expect-preview."""
-    return tools.ROLLBACK.call(workflow=wf_id, confirm=True, expect_preview=preview_id, **_flags(req))
+    return calls.ROLLBACK.call(workflow=wf_id, confirm=True, expect_preview=preview_id, **_flags(req))
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -101,7 +100,7 @@ def confirm_call(wf_id: str, req: WorkflowRollbackReq, preview_id: str) -> dict[
 
 def _assess(ctx: Context, req: WorkflowRollbackReq, actor: str) -> tuple[Workflow, Radius]:
     with ctx.store().read() as conn:
-        wf = records.load(conn, tools._resolve(ctx, conn, req.workflow))
+        wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
         guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
         radius = blast_radius.compute(
             conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
@@ -138,7 +137,7 @@ def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> N
         )
 
 
-def _claim(w: Any, wf: Workflow, req: WorkflowRollbackReq) -> None:
+def _claim(w: Writer, wf: Workflow, req: WorkflowRollbackReq) -> None:
     """Hold the workflow for this rollback, if nothing changed since it was assessed."""
     if rows.rev(w.conn, wf.id) != wf.rev:
         now = records.load(w.conn, wf.id)

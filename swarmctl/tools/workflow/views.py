@@ -5,21 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from swarmctl import secrets
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.tools import workflow as tools
+from swarmctl.tools.workflow import calls, definition, records
 from swarmctl.tools.workflow.models import StepView, WorkflowInfo, WorkflowStatus
+from swarmctl.tools.workflow.records import Step, Workflow
 
 
-def after_run(ctx: Context, wf_id: str, failed: Any) -> WorkflowStatus:
-    from swarmctl.tools.workflow import records
-
+def after_run(ctx: Context, wf_id: str, failed: Step | None) -> WorkflowStatus:
     with ctx.store().read() as conn:
         wf = records.load(conn, wf_id)
     view = status_view(wf)
     if failed is not None:
-        from swarmctl import secrets
-
         step = next(s for s in view.steps if s.name == failed.name)
         raise SwarmError(
             "E_STEP_FAILED",
@@ -27,23 +25,21 @@ def after_run(ctx: Context, wf_id: str, failed: Any) -> WorkflowStatus:
             details={"workflow": wf_id, "state": wf.observed, "step": failed.name, "index": failed.idx,
                      "result": secrets.redact(step.result)},
             hint="`workflow status` shows every step; preview a rollback, or fix the cause and `workflow resume --retry STEP`.",
-            next=tools.ROLLBACK.call(workflow=wf_id),
+            next=calls.ROLLBACK.call(workflow=wf_id),
         )
     return view
 
 
-def failure_summary(step: Any) -> str:
+def failure_summary(step: Step) -> str:
     result = step.result or {}
     if "error" in result and isinstance(result["error"], dict):
         return f"{result['error'].get('code')}: {result['error'].get('message')}"
     return result.get("summary") or "failed"
 
 
-def status_view(wf: Any) -> WorkflowStatus:
+def status_view(wf: Workflow) -> WorkflowStatus:
     """A workflow as `status` shows it: observed states, each step's definition and outcomes, redacted."""
-    from swarmctl.tools.workflow import definition, records
-
-    waiting = wf.steps[wf.cursor - 1].name if wf.observed == "awaiting_approval" and wf.cursor else None
+    waiting = wf.gate.name if wf.gate is not None else None
     info = WorkflowInfo(
         id=wf.id, name=wf.name, description=wf.description, state=wf.observed, source=wf.source,
         base_dir=wf.base_dir, created_by=wf.created_by, created_at=wf.created_at, updated_at=wf.updated_at,
@@ -53,9 +49,7 @@ def status_view(wf: Any) -> WorkflowStatus:
     counts: dict[str, int] = {}
     for s in wf.steps:
         counts[s.observed] = counts.get(s.observed, 0) + 1
-        during = s.interrupted_during
-        if s.observed == "interrupted" and during is None:
-            during = "rollback" if s.status == "undoing" else "run"
+        during = s.phase if s.observed == "interrupted" else s.interrupted_during
         public = definition.public_step(s.spec) if s.spec is not None else None
         if public is not None:
             public.pop("name")
@@ -68,12 +62,10 @@ def status_view(wf: Any) -> WorkflowStatus:
         ))
     ordered = {k: counts[k] for k in records.STEP_STATUSES if k in counts}
     ordered.update({k: v for k, v in counts.items() if k not in ordered})
-    return WorkflowStatus(workflow=info, steps=steps, counts=ordered, next=next_calls(wf, waiting))
+    return WorkflowStatus(workflow=info, steps=steps, counts=ordered, next=next_calls(wf))
 
 
 def public_outcome(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
-    from swarmctl import secrets
-
     if outcome is None:
         return None
     shown = secrets.redact(outcome)
@@ -83,17 +75,15 @@ def public_outcome(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
     return shown
 
 
-def next_calls(wf: Any, waiting: str | None) -> list[dict[str, Any]]:
-    state = wf.observed
-    if state == "awaiting_approval":
-        gate = wf.steps[wf.cursor - 1]
-        return [tools.RESUME.call(workflow=wf.id)] if gate.approved_by else [tools.APPROVE.call(workflow=wf.id)]
+def next_calls(wf: Workflow) -> list[dict[str, Any]]:
+    state, gate, stuck = wf.observed, wf.gate, wf.stopped_at
+    if gate is not None:
+        return [calls.RESUME.call(workflow=wf.id)] if gate.approved_by else [calls.APPROVE.call(workflow=wf.id)]
     if state == "failed":
-        stuck = next((s for s in wf.steps if s.observed in ("failed", "interrupted")), None)
-        retry = [tools.RESUME.call(workflow=wf.id, retry=stuck.name)] if stuck is not None else []
-        return [tools.ROLLBACK.call(workflow=wf.id), *retry]
+        retry = [calls.RESUME.call(workflow=wf.id, retry=stuck.name)] if stuck is not None else []
+        return [calls.ROLLBACK.call(workflow=wf.id), *retry]
     if state == "rollback_failed":
-        return [tools.ROLLBACK.call(workflow=wf.id)]
+        return [calls.ROLLBACK.call(workflow=wf.id)]
     if state == "completed":
-        return [tools.ROLLBACK.call(workflow=wf.id, include_completed=True)]
+        return [calls.ROLLBACK.call(workflow=wf.id, include_completed=True)]
     return []

@@ -1,0 +1,70 @@
+"""The typed rows the reads of queries.py return (txs.py and workflows.py declare their own):
+NamedTuples, so a caller names each field, and a row unpacks as the tuple it was."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class MoveRow(NamedTuple):
+    """One ref move of an op: `old` None, the op created the ref; `new` None, it deleted it."""
+
+    name: str
+    old: str | None
+    new: str | None
+
+
+class OpRow(NamedTuple):
+    """A whole op record: the fields of tools/op.OpRecord, in the order `op log` prints them."""
+
+    op: int
+    kind: str
+    actor: str
+    at: str
+    description: str
+    ref_moves: list[MoveRow]
+    changesets: list[str]  # the ids of the changesets it created
+    undoes: int | None
+    undone_by: int | None  # the undo (or revert) that takes it back now
+    hash: str | None  # its link in the hash chain (None in a store of format 1)
+
+    def json(self) -> dict[str, Any]:
+        """The record in its JSON form (an OpRecord's, as `op log` prints it)."""
+        return {**self._asdict(), "ref_moves": [m._asdict() for m in self.ref_moves]}
+
+
+class RefRow(NamedTuple):
+    name: str
+    target: str  # the changeset it names
+    op: int  # the op that last moved it
+
+
+class ChangesetRow(NamedTuple):
+    id: str
+    op: int
+    message: str
+    actor: str
+    at: str
+    parents: list[str]
+    metadata: dict[str, Any]
+    files: dict[str, str]  # path -> blob id
+
+
+class OpBrief(NamedTuple):
+    """An op as shell completion shows it."""
+
+    op: int
+    actor: str
+    description: str
+
+
+class ChangesetBrief(NamedTuple):
+    """A changeset as shell completion shows it."""
+
+    id: str
+    message: str
+
+
+class ActorRow(NamedTuple):
+    actor: str
+    newest_op: int
