@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from swarmctl import runner
+from swarmctl import jsontext, runner
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure
 from swarmctl.spec import Tool
@@ -48,12 +48,10 @@ def call_tool(
 
 def call_text(name: str, text: str, ctx: Context, tools: Mapping[str, Tool]) -> dict[str, Any]:
     """As `call_tool`, with the arguments as JSON text (`swarmctl call`)."""
-    from swarmctl import schemas
-
     if name not in tools:
         return call_tool(name, None, ctx, tools)
     try:
-        arguments = schemas.parse_arguments(text)
+        arguments = jsontext.parse_arguments(text)
     except SwarmError as exc:
         return call_tool(name, None, ctx, tools, rejected=exc)
     return call_tool(name, arguments, ctx, tools)
@@ -68,10 +66,8 @@ def call_line(line: str, ctx: Context, tools: Mapping[str, Tool]) -> dict[str, A
     """The envelope of one line of `swarmctl call --lines`: `{"tool": NAME, "arguments": {...},
     "id": ...}` (`arguments` optional, `{}`; `id` optional, any JSON value, echoed as `meta.id`).
     A line that is not such an object is E_INVALID_ARG and runs nothing. Never raises."""
-    from swarmctl import schemas
-
     try:
-        call = schemas.parse_arguments(line)
+        call = jsontext.parse_arguments(line)
     except SwarmError as exc:
         return failure(None, exc, Meta(auth=ctx.auth))
     if not isinstance(call, dict):

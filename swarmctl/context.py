@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Store, discover, is_url, not_a_repo, os_failure, resolve
 from swarmctl.store.schema import DB_FILE
+
+if TYPE_CHECKING:
+    from swarmctl.spec import Tool
 
 
 class OpenStores:
@@ -82,6 +85,10 @@ class Context:
         _store: Store | None = None,
         stores: OpenStores | None = None,
     ) -> None:
+        # The registry's tools by name, for a tool that acts on other tools (`schema`, `policy
+        # check`): set by the runner, the one path from a request to an envelope. A tool module
+        # cannot import the registry, which imports it (tests/test_import_graph.py).
+        self.tools: Callable[[], Mapping[str, Tool]] | None = None
         self.repo = repo
         self.actor = actor
         self.cwd = cwd if cwd is not None else Path.cwd()
@@ -98,7 +105,10 @@ class Context:
 
     @property
     def auth(self) -> str:
-        """How the actor was established: "trust" (declared, and well-formed) or "none"."""
+        """How the actor was established: "database" (a store on a server verified it against
+        the policy's [roles]), "trust" (declared, and well-formed) or "none"."""
+        if self._store is not None and self._store.verified and self.actor:
+            return "database"
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property

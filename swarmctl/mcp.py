@@ -16,7 +16,7 @@ tool's `arguments`, a line past SWARMCTL_MAX_INPUT_BYTES, read and dropped witho
 or nested far past SWARMCTL_MAX_JSON_DEPTH), and the server serves on. A field named twice in
 `arguments` is E_INVALID_ARG. The SDK parses JSON-RPC itself and a
 parsed object has lost its duplicates, so our stdio transport reads each line first, checks
-`params.arguments` of a `tools/call` with `schemas.parse_arguments`, and hands the SDK the
+`params.arguments` of a `tools/call` with `jsontext.arguments_named_twice`, and hands the SDK the
 verdict on the message's metadata (which the SDK puts on the handler's context as `request`).
 
 Only this module imports the SDK (about 1.5 s): the CLI imports it when `swarmctl mcp` runs.
@@ -36,7 +36,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
-from swarmctl import limits, registry, schemas, version
+from swarmctl import jsontext, limits, registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import SwarmError, dumps
@@ -129,46 +129,6 @@ def serve(repo: str | None, actor: str | None) -> int:
 
 # --- the transport: the SDK's stdio framing, with the duplicate-field check ----------------
 
-
-def arguments_named_twice(line: str) -> SwarmError | None:
-    """E_INVALID_ARG if `line` is a `tools/call` whose `arguments` name a field twice, else None.
-
-    The line is read keeping every pair of every object, so nothing is collapsed; the
-    arguments are written back as the text they were and checked by `parse_arguments`, the
-    check `swarmctl call` makes on its own JSON.
-    """
-    try:
-        message = json.loads(line, object_pairs_hook=_Pairs)
-    except ValueError:
-        return None  # not JSON: answered as a parse error (`unreadable`)
-    if not isinstance(message, _Pairs) or message.get("method") != "tools/call":
-        return None
-    params = message.get("params")
-    arguments = params.get("arguments") if isinstance(params, _Pairs) else None
-    if not isinstance(arguments, _Pairs):
-        return None
-    try:
-        schemas.parse_arguments(_as_json(arguments))
-    except SwarmError as exc:
-        return exc
-    return None
-
-
-class _Pairs(list):
-    """A JSON object as its list of (key, value) pairs, duplicates kept."""
-
-    def get(self, key: str) -> Any:
-        return next((value for k, value in self if k == key), None)
-
-
-def _as_json(node: Any) -> str:
-    if isinstance(node, _Pairs):
-        return "{" + ",".join(json.dumps(k) + ":" + _as_json(v) for k, v in node) + "}"
-    if isinstance(node, list):
-        return "[" + ",".join(_as_json(v) for v in node) + "]"
-    return json.dumps(node)
-
-
 class Unanswerable(Exception):
     """A line the server answers with a JSON-RPC error rather than passing on to the SDK."""
 
@@ -196,14 +156,14 @@ def read_frame(line: str) -> SessionMessage | Exception:
             data={"code": "E_INVALID_ARG", "max_depth": depth},
         )
     try:
-        pairs = json.loads(line, object_pairs_hook=_Pairs)
+        pairs = jsontext.read_pairs(line)
     except (ValueError, RecursionError):
         return Unanswerable(types.PARSE_ERROR, "Parse error: the line is not JSON")
-    if isinstance(pairs, _Pairs):
+    if isinstance(pairs, jsontext.Pairs):
         request_id = pairs.get("id") if sum(1 for k, _ in pairs if k == "id") == 1 else None
         if not _valid_id(request_id):
             request_id = None
-        if twice := _named_twice(pairs):
+        if twice := jsontext.named_twice(pairs):
             return Unanswerable(
                 types.INVALID_REQUEST,
                 f"Invalid request: {', '.join(twice)} named twice in one object; nothing was run",
@@ -216,36 +176,12 @@ def read_frame(line: str) -> SessionMessage | Exception:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception as exc:  # as the SDK's own reader, a value: the transport answers it
         return exc
-    rejected = arguments_named_twice(line)
+    rejected = jsontext.arguments_named_twice(line)
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
 
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
-
-
-def _named_twice(message: "_Pairs") -> list[str]:
-    """The keys named twice in an object of `message`, outside a tools/call's `arguments`
-    (those are the tool's to refuse, with an envelope: see `arguments_named_twice`)."""
-    skip = None
-    if message.get("method") == "tools/call" and isinstance(params := message.get("params"), _Pairs):
-        skip = params.get("arguments")
-    twice: dict[str, None] = {}
-    stack: list[Any] = [message]
-    while stack:
-        node = stack.pop()
-        if node is skip and skip is not None:
-            continue
-        if isinstance(node, _Pairs):
-            seen: set[str] = set()
-            for key, value in node:
-                if key in seen:
-                    twice[key] = None
-                seen.add(key)
-                stack.append(value)
-        elif isinstance(node, list):
-            stack.extend(node)
-    return list(twice)
 
 
 def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
-from swarmctl.spec import Tool
+from swarmctl.spec import Example, Tool
 
 # A word whose commands are defined in more than one module names them all, in order.
 AREAS: dict[str, str | tuple[str, ...]] = {
@@ -27,6 +27,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",
     "token": "swarmctl.tools.token",
+    "policy": "swarmctl.tools.policy",
 }
 
 
@@ -79,14 +80,29 @@ def by_command(path: tuple[str, ...]) -> Tool | None:
     return None
 
 
+def examples(tool: Tool) -> tuple[Example, ...]:
+    """The tool's examples, declared beside it: `EXAMPLES[tool.name]` of the area module that
+    defines it (spec.Example says what reads them)."""
+    for module in _modules(tool.cli[0]):
+        declared = importlib.import_module(module)
+        if tool in declared.TOOLS:
+            return tuple(getattr(declared, "EXAMPLES", {}).get(tool.name, ()))
+    return ()
+
+
+def area_help(word: str) -> str | None:
+    """The help of the command group `word` (`swarmctl op --help`): the first paragraph of the
+    docstring of the (first) module that defines its commands."""
+    doc = importlib.import_module(_modules(word)[0]).__doc__ or ""
+    return " ".join(doc.strip().split("\n\n")[0].split()) or None
+
+
 def mcp_tools() -> list[Tool]:
     return [t for t in tools() if t.mcp]
 
 
 def types() -> dict[str, type]:
     """Every request and result type by name, for `swarmctl schema`."""
-    found: dict[str, type] = {}
-    for t in tools():
-        found.setdefault(t.request.__name__, t.request)
-        found.setdefault(t.result.__name__, t.result)
-    return found
+    from swarmctl.tools.schema import types_of
+
+    return types_of(tools())

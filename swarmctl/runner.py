@@ -6,6 +6,7 @@ import shlex
 import time
 from typing import Any
 
+from swarmctl import registry
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
 from swarmctl.spec import Tool, plain
@@ -16,6 +17,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     """Run `tool` on a validated request and return its envelope. Never raises."""
     started = time.perf_counter()
     ctx.readonly = not tool.mutates and tool.needs_store
+    ctx.tools = ctx.tools or registry.by_name
     try:
         _refuse_nul(request)
         result = plain(tool.run(ctx, request))

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from swarmctl import fields, limits
+from swarmctl import constraints, fields
 from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
@@ -48,6 +48,50 @@ def json_schema(cls: type, *, mode: str = "validation") -> dict[str, Any]:
     return {"$schema": DIALECT, **schema}
 
 
+# The envelope's `error` and `meta`: the same for every tool (swarmctl.envelope).
+_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
+        "message": {"type": "string"},
+        "details": {"type": "object"},
+        "hint": {"type": ["string", "null"]},
+        "next": {
+            "description": "The call that resolves the error, for MCP (`tool`, `arguments`) and the shell (`argv`).",
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"type": "string"},
+                        "arguments": {"type": "object"},
+                        "argv": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "required": ["tool", "arguments", "argv"],
+                },
+            ],
+        },
+    },
+    "required": ["code", "message", "details", "hint", "next"],
+}
+_META_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
+        "elapsed_ms": {"type": "integer", "minimum": 0},
+        "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
+        "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
+        "ignored": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The argument fields the request type does not know, which were ignored; "
+            "present only when there were some.",
+        },
+    },
+    "required": ["repo", "elapsed_ms", "resolved", "auth"],
+}
+
+
 def envelope_schema(tool: Tool) -> dict[str, Any]:
     """The JSON Schema of the envelope `tool` returns, success or failure: the MCP outputSchema.
 
@@ -57,47 +101,6 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
     """
     result = json_schema(tool.result, mode="serialization")
     del result["$schema"]
-    error = {
-        "type": "object",
-        "properties": {
-            "code": {"enum": list(ERROR_CODES), "description": "Stable; each code has one exit code."},
-            "message": {"type": "string"},
-            "details": {"type": "object"},
-            "hint": {"type": ["string", "null"]},
-            "next": {
-                "description": "The call that resolves the error, for MCP (`tool`, `arguments`) and the shell (`argv`).",
-                "anyOf": [
-                    {"type": "null"},
-                    {
-                        "type": "object",
-                        "properties": {
-                            "tool": {"type": "string"},
-                            "arguments": {"type": "object"},
-                            "argv": {"type": "array", "items": {"type": "string"}},
-                        },
-                        "required": ["tool", "arguments", "argv"],
-                    },
-                ],
-            },
-        },
-        "required": ["code", "message", "details", "hint", "next"],
-    }
-    meta = {
-        "type": "object",
-        "properties": {
-            "repo": {"type": ["string", "null"], "description": "The store's absolute path; null where none was opened."},
-            "elapsed_ms": {"type": "integer", "minimum": 0},
-            "resolved": {"type": "object", "description": "Each symbolic argument resolved, to what it named."},
-            "auth": {"type": "string", "description": "How the actor was established: trust (--as), none."},
-            "ignored": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "The argument fields the request type does not know, which were ignored; "
-                "present only when there were some.",
-            },
-        },
-        "required": ["repo", "elapsed_ms", "resolved", "auth"],
-    }
     return {
         "$schema": DIALECT,
         "title": f"Envelope of {tool.name}",
@@ -108,8 +111,8 @@ def envelope_schema(tool: Tool) -> dict[str, Any]:
             "op": {"const": tool.name},
             "api": {"const": API_VERSION},
             "result": result,
-            "error": error,
-            "meta": meta,
+            "error": copy.deepcopy(_ERROR_SCHEMA),
+            "meta": copy.deepcopy(_META_SCHEMA),
         },
         "required": ["ok", "op", "api", "meta"],
         "oneOf": [
@@ -152,6 +155,7 @@ def read_request(tool: Tool, arguments: Any) -> Request:
             details={"type": tool.request.__name__},
         )
     arguments, ignored = fields.read(tool.request, arguments)
+    constraints.check(tool.request, arguments)  # the CLI's check too: one message at every door
     return Request(_validated(tool, arguments), ignored)
 
 
@@ -187,41 +191,3 @@ def _field_path(request: type, loc: tuple) -> str | None:
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(members) > 1:
         return str(loc[0])
     return ".".join(str(part) for part in loc)
-
-
-class DuplicateField(ValueError):
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(", ".join(names))
-        self.names = names
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    twice = []
-    for key, value in pairs:
-        if key in seen:
-            twice.append(key)
-        seen[key] = value
-    if twice:
-        raise DuplicateField(twice)
-    return seen
-
-
-def parse_arguments(text: str, what: str = "the arguments") -> Any:
-    """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
-    is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
-    limits.check_size(text, what)
-    limits.check_json_depth(text, what)
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
-        raise limits.too_deep(what, limits.max_json_depth()) from None
-    except DuplicateField as exc:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"a field is named twice: {exc}",
-            details={"fields": exc.names},
-            hint="Name each field once.",
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise SwarmError("E_INVALID_ARG", f"arguments are not valid JSON: {exc}", details={"position": exc.pos}) from None

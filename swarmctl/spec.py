@@ -61,8 +61,9 @@ class Cli(NamedTuple):
     metavar: str | None = None
     complete: Complete | None = None  # what the shell completes for it
     # How the CLI turns what was typed into the request value:
-    #   "kv": repeated K=V into a dict; "file": repeated PATH into {path: text}.
-    parse: Literal["kv", "file"] | None = None
+    #   "kv": repeated K=V into a dict; "file": repeated PATH into {path: text};
+    #   "text": one PATH (or - for stdin) into its text; "json": JSON text into its value.
+    parse: Literal["kv", "file", "text", "json"] | None = None
     hidden: bool = False
 
 
@@ -96,6 +97,42 @@ def arg(
 
 def cli_of(f: dataclasses.Field) -> Cli:
     return f.metadata.get("cli") or Cli()
+
+
+WORKFLOW = "{workflow}"  # in an example's words and arguments: the id of the store's newest workflow
+EXAMPLE_ACTOR = "agent/worker-17"  # who runs the examples
+
+
+class Call(NamedTuple):
+    """A call an example makes first, to set the store up, and the outcome it must have:
+    "ok", or the error code it fails with (how an example reaches a failed workflow)."""
+
+    tool: str
+    arguments: dict[str, Any] = {}
+    outcome: str = "ok"
+
+
+class Example(NamedTuple):
+    """One call of a tool and what it must end in, declared beside the tool, in its area
+    module's `EXAMPLES` (`registry.examples(tool)`).
+
+    Every example of an MCP tool is a parity case (tests/test_parity.py: the CLI, `swarmctl
+    call` and MCP give the same envelope, and it ends in `outcome`). The first example of each
+    tool is run on a demo store and recorded on its reference page (swarmctl/gen/examples.py);
+    those with a `caption` end the command's --help and fill its man page's EXAMPLES, in order.
+    Each runs on a fresh `swarmctl demo` store (ops 1-6: op 6 is agent/worker-17 moving
+    release/v1), as agent/worker-17, in a directory holding `files` (one starting with `#!` is
+    written executable, for a workflow step to run), after the `setup` calls. Workflow ids are
+    random: "{workflow}" in `cli` and `arguments` is the newest workflow's id when it runs.
+    """
+
+    cli: tuple[str, ...]  # the command line after `swarmctl --repo STORE --as agent/worker-17`
+    arguments: dict[str, Any]  # the same call's MCP arguments
+    outcome: str = "ok"  # "ok", or the error code the call fails with
+    caption: str = ""  # what it shows, in a line, for --help and the man page (empty: not shown there)
+    setup: tuple[Call, ...] = ()
+    files: dict[str, str] = {}
+    store: bool = True  # run on a demo store (False: in an empty directory, as `init` and `demo` are)
 
 
 class Annotations(NamedTuple):
@@ -142,6 +179,12 @@ class Tool(NamedTuple):
         return inspect.cleandoc(self.run.__doc__ or self.summary)
 
     @property
+    def needs_identity(self) -> bool:
+        """A tool that changes the store needs --as; so does one whose description says it needs
+        it although it only reads (`tx status` shows the caller's own transaction)."""
+        return self.mutates or "E_IDENTITY_REQUIRED" in self.description
+
+    @property
     def command(self) -> str:
         return "swarmctl " + " ".join(self.cli)
 
@@ -170,6 +213,18 @@ class Tool(NamedTuple):
             elif value is not None:
                 options += [flag, str(value)]
         return ["swarmctl", *self.cli, *positional, *options]
+
+
+def unoptional(annotation: Any) -> Any:
+    """`X | None` as `X` (a union of several without None as their union); any other as it is."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+    return annotation
 
 
 def long_flag(f: dataclasses.Field) -> str:

@@ -186,7 +186,7 @@ def file_digests(store: Path) -> dict[str, str]:
 
 
 @contextmanager
-def paused_at_commit(sw: Swarm, *args: str) -> Iterator[subprocess.Popen]:
+def paused_at_commit(sw: Swarm, *args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
     """`swarmctl ARGS` as a real process, once it has stopped just before its COMMIT
     (SWARMCTL_FAULT=pause-before-commit, see CONTRIBUTING.md): everything of its change written,
     nothing committed, the write lock held. The block kills it, or runs others against the lock;
@@ -195,7 +195,7 @@ def paused_at_commit(sw: Swarm, *args: str) -> Iterator[subprocess.Popen]:
     proc = subprocess.Popen(
         [*swarmctl_argv(), *args],
         cwd=sw.tmp,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        env={**sw.env, **(env or {}), "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

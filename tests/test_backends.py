@@ -34,6 +34,47 @@ def test_ref_list_orders_by_code_point_and_a_prefix_is_literal(sw):
     assert by_prefix("beta_") == ["beta_1"]
     assert by_prefix("beta%") == ["beta%%", "beta%2"]
     assert by_prefix("z") == ["zz", "zé"]
+    assert by_prefix("Z") == ["Zeta"] and by_prefix("B") == []  # case counts, on SQLite too
+    assert by_prefix("beta\\") == [] and by_prefix("beta*") == [] and by_prefix("beta[") == []
+
+
+@BOTH
+def test_actor_and_workflow_prefixes_are_literal_too(sw):
+    """Completion's prefixes (actors, workflow ids) match as `ref list --prefix` does."""
+    from swarmctl.store import Store, queries
+    from swarmctl.store import workflows as rows
+
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    for actor in ("agent/a.1", "agent/aX1", "agent/A1"):
+        sw.ok(*as_(sw, actor), "changeset", "create", "-m", actor)
+    store = Store.open(sw.store, readonly=True)
+    try:
+        with store.read() as conn:
+            assert queries.actors_with_prefix(conn, "agent/a_", 10) == []
+            assert queries.actors_with_prefix(conn, "agent/a%", 10) == []
+            assert [a for a, _ in queries.actors_with_prefix(conn, "agent/a", 10)] == ["agent/a.1", "agent/aX1"]
+            assert [a for a, _ in queries.actors_with_prefix(conn, "agent/", 10)] == ["agent/A1", "agent/a.1", "agent/aX1"]
+            assert rows.ids_with_prefix(conn, "wf-", 5) == [] and rows.list_ids(conn, "wf_", 5) == []
+    finally:
+        store.close()
+
+
+@BOTH
+def test_a_nul_character_in_a_workflow_file_is_invalid_on_every_store(sw):
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    flow = sw.tmp / "flow.toml"
+    for text in (
+        'name = "a\\u0000b"\n[[step]]\nname = "s"\nrun = ["true"]\n',
+        'name = "n"\ndescription = "d\\u0000"\n[[step]]\nname = "s"\nrun = ["true"]\n',
+        'name = "n"\n[[step]]\nname = "gate"\napproval = "ok\\u0000"\n',
+        'name = "n"\n[[step]]\nname = "s"\nrun = ["true", "\\u0000"]\n',
+        'name = "n"\n[[step]]\nname = "s"\nrun = ["true"]\nenv = { K = "v\\u0000" }\n',
+    ):
+        flow.write_text(text)
+        ran = sw(*as_(sw, ALICE), "workflow", "run", str(flow))
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+        assert "NUL" in ran.error["message"], ran.error["message"]
+    assert sw.ok("--repo", str(sw.store), "workflow", "list")["workflows"] == []
 
 
 @BOTH

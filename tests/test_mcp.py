@@ -12,8 +12,10 @@ import swarmctl
 from core_helpers import UNDO_REFERENCE_TEXT, build_golden_store
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
+from swarm import StoreNormalizer
 from swarmctl import registry, schemas
-from swarmctl.mcp import arguments_named_twice, read_frame
+from swarmctl.jsontext import arguments_named_twice
+from swarmctl.mcp import read_frame
 
 # The MCP example of reference/swarmops-undo.md: the request, and the response after
 # normalisation (a name in square brackets stands for what differs from run to run): the
@@ -39,6 +41,7 @@ def normalized_response(response: dict, normalize: Normalizer) -> dict:
     return {**response, "result": result}
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_undo_over_mcp_matches_the_reference_page(sw, golden):
     ids = build_golden_store(sw)
     with McpClient(sw.store, "agent/worker-17") as client:
@@ -46,7 +49,7 @@ def test_undo_over_mcp_matches_the_reference_page(sw, golden):
         assert client.initialized.server_info.version == swarmctl.version()  # pyproject's
         response = client.request("tools/call", REFERENCE_REQUEST["params"], request_id=20)
     assert response["result"]["structuredContent"]["result"]["ref_moves"][0]["new"] == ids["base"]
-    normalized = normalized_response(response, Normalizer(sw.tmp))
+    normalized = normalized_response(response, StoreNormalizer(sw.tmp, sw.url))  # a URL read as the path
     assert normalized == REFERENCE_RESPONSE
     # The text is the CLI's compact envelope, byte for byte.
     assert normalized["result"]["content"][0]["text"] == REFERENCE_RESPONSE["result"]["content"][0]["text"]
@@ -73,6 +76,7 @@ def test_tools_list_describes_every_mcp_tool(sw):
     assert "init" not in [t.name for t in listed] and "demo" not in [t.name for t in listed]
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_a_field_named_twice_is_invalid_and_writes_nothing(sw):
     build_golden_store(sw)
     with RawServer(sw.store, "agent/worker-17") as server:
@@ -94,6 +98,7 @@ def test_a_field_named_twice_is_invalid_and_writes_nothing(sw):
     assert status == 0 and rest == ""
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_the_server_serves_on_without_its_store_and_after_errors(sw):
     with McpClient(sw.store, "agent/worker-17") as client:
         missing = client.envelope("op_log", {})
@@ -112,6 +117,7 @@ def test_the_server_serves_on_without_its_store_and_after_errors(sw):
         assert client.server_stderr() == ""
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_each_call_reads_the_store_afresh_and_needs_an_identity_to_write(sw):
     build_golden_store(sw)
     with McpClient(sw.store, actor=None) as client:
@@ -122,6 +128,7 @@ def test_each_call_reads_the_store_afresh_and_needs_an_identity_to_write(sw):
         assert client.envelope("op_show", {"op": 7})["result"]["actor"] == "human/alice"
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_requests_read_before_end_of_input_are_all_answered(sw):
     """`printf ... | swarmctl mcp`: closing stdin right after the last request still answers it."""
     build_golden_store(sw)

@@ -1,25 +1,27 @@
-"""For every MCP tool, the CLI and the MCP server print the same envelope on the same store.
+"""For every MCP tool, the CLI and the MCP server print the same envelope on the same store,
+and every example declared beside a tool ends as it says.
 
-One table, CASES, holds for each tool the command line and the MCP arguments that mean the
-same call (and what to set up first). The test is generated from the registry: an MCP tool
-without a case fails, loudly, until it gets one; a case naming no tool fails too. A new tool
-is one entry here.
+The cases are the tools' examples (`spec.Example`, declared in each area module's EXAMPLES and
+read through `registry.examples`): for each, the command line and the MCP arguments that mean
+the same call, what to set up first, and its outcome ("ok" or an error code). The test is
+generated from the registry: an MCP tool without an example fails, loudly, until it gets one.
 
 A case that names a workflow its setup created writes "{workflow}" in its command line and
 arguments (ids are random): `fill` (swarmctl/gen/examples.py, shared with the reference
-examples) replaces it with the newest workflow's id just before each command, setup included.
+examples) replaces it with the newest workflow's id just before each call, setup included.
 Files a case needs are written by `write_files` from the same place (a `#!` script is made
 executable).
 
-Each case runs on a fresh copy of the golden store (tests/conftest.py), three times: the CLI
-command (`swarmctl --repo STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, and
-`tools/call` on a real `swarmctl mcp` process started once for the module. The three
-envelopes must be equal after normalisation, byte for byte in their compact form, and each
-must fit the tool's outputSchema.
+Each case runs on a fresh `swarmctl demo` store, three times: the CLI command (`swarmctl --repo
+STORE --as agent/worker-17 ...`), `swarmctl call TOOL JSON`, and `tools/call` on a real
+`swarmctl mcp` process started once for the module. The three envelopes must be equal after
+normalisation, byte for byte in their compact form, must fit the tool's outputSchema, and must
+end in the example's outcome.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -28,253 +30,38 @@ from typing import Any, NamedTuple
 import jsonschema
 import pytest
 
-from core_helpers import AGENT, build_golden_store, op_count, refs
+from core_helpers import op_count, refs
+from swarm import Swarm
 from golden import Normalizer
 from mcp_client import McpClient
-from swarm import Swarm
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
-from swarmctl.gen.examples import RELEASE, WORKFLOW, fill, write_files
-
-
-class Case(NamedTuple):
-    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as AGENT`
-    arguments: dict[str, Any]  # the same call's MCP arguments
-    setup: tuple[tuple[str, ...], ...] = ()  # commands run on the golden store first, as above; each must succeed, or be a Fails
-    files: dict[str, str] = {}  # files written to the working directory first (--file, workflows, their scripts)
-
-
-class Fails(tuple):
-    """A setup command that must fail with `code`: how a case reaches a failed workflow or a
-    Conflicted transaction. `Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")`."""
-
-    code: str
-
-    def __new__(cls, code: str, *words: str) -> "Fails":
-        command = super().__new__(cls, words)
-        command.code = code
-        return command
-
-
-# Transactions: the setup commands, run as AGENT (the transaction is theirs).
-BEGIN = ("tx", "begin")
-STAGE_V2 = ("tx", "set", "release/v2", "main")
-DELETE_V1 = ("tx", "delete", "release/v1")
-MOVE_V1 = ("changeset", "create", "-m", "Hotfix on v1", "--ref", "release/v1")  # op 7: the store moves under a tx
-
-# Workflows: release.toml (a store step, a gate, a command with a rollback) and its scripts, as
-# the reference pages' examples use them, and broken.toml (a command that fails) with its
-# script, in the working directory.
-FLOWS = {
-    **RELEASE,
-    "broken.toml": """\
-name = "broken"
-[[step]]
-name = "promote"
-ref_set = { name = "release/v2", to = "main" }
-[[step]]
-name = "check"
-run = ["./check.sh"]
-timeout_s = 60
-""",
-    "check.sh": '#!/bin/sh\necho "check.sh: the target refused" >&2\nexit 3\n',
-}
-RUN = ("workflow", "run", "release.toml")
-APPROVE = ("workflow", "approve", WORKFLOW)
-COMPLETED = (RUN, APPROVE, ("workflow", "resume", WORKFLOW))
-BROKEN = Fails("E_STEP_FAILED", "workflow", "run", "broken.toml")  # promote ran; check failed
-CONFLICTED = Fails("E_CAS_MISMATCH", "tx", "commit")  # after MOVE_V1: the transaction is Conflicted
-
-
-# On the golden store: ops 1-6; main names "Fix flaky deploy check" (op 5), release/v1 too (op 6).
-CASES: dict[str, list[Case]] = {
-    "changeset_create": [
-        Case(
-            ("changeset", "create", "-m", "Hotfix", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
-            {"message": "Hotfix", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
-            files={"NOTES.md": "v1.0.1\n"},
-        ),
-    ],
-    "changeset_show": [Case(("changeset", "show", "release/v1"), {"id": "release/v1"})],
-    "ref_set": [
-        Case(("ref", "set", "hotfix", "main", "--create"), {"name": "hotfix", "target": "main", "create": True}),
-        Case(("ref", "set", "main", "release/v1", "--create"), {"name": "main", "target": "release/v1", "create": True}),
-    ],
-    "ref_delete": [Case(("ref", "delete", "release/v1", "--expect", "main"), {"name": "release/v1", "expect": "main"})],
-    "ref_list": [Case(("ref", "list", "--prefix", "release/"), {"prefix": "release/"})],
-    "ref_show": [Case(("ref", "show", "main"), {"name": "main"}), Case(("ref", "show", "nope"), {"name": "nope"})],
-    "op_log": [
-        Case(("op", "log", "-n", "2", "--actor", AGENT, "--reverse"), {"limit": 2, "actor": AGENT, "reverse": True}),
-    ],
-    "op_show": [Case(("op", "show", "@"), {"op": "@"})],
-    "store_check": [Case(("store", "check"), {})],
-    "store_upgrade": [Case(("store", "upgrade"), {})],
-    "undo": [
-        Case(("op", "undo", "6"), {"op": 6}),
-        Case(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}),
-        Case(("op", "undo", "4"), {"op": 4}),  # release/v1 moved since (op 6): E_CAS_MISMATCH
-        Case(("op", "undo", "6"), {"op": 6}, setup=(("op", "undo", "6"),)),  # a replay
-    ],
-    "op_revert": [
-        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}),  # ops 3, 5, 6: main and release/v1 back
-        Case(("op", "revert", "--after", "4", "--dry-run"), {"after": 4, "dry_run": True}),
-        Case(("op", "revert", "--before", "5"), {"before": 5}),  # ops 5 and 6 moved main and release/v1 since: E_CAS_MISMATCH
-        Case(("op", "revert", "--actor", AGENT), {"actor": AGENT}, setup=(("op", "revert", "--actor", AGENT),)),  # a replay
-        Case(("op", "revert"), {}),  # no filter: E_INVALID_ARG
-    ],
-    "op_restore": [
-        Case(("op", "restore", "4"), {"op": 4}),  # the preview
-        Case(("op", "restore", "4", "--confirm", "--expect-head", "6"), {"op": 4, "confirm": True, "expect_head": 6}),
-        Case(
-            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
-            {"op": 4, "confirm": True, "expect_head": 6},
-            setup=(MOVE_V1,),
-        ),  # op 7 since the preview: E_CAS_MISMATCH
-        Case(("op", "restore", "2", "--ref", "release/v1"), {"op": 2, "ref": ["release/v1"]}),  # before it existed: deleted
-    ],
-    "schema": [Case(("schema", "UndoReq"), {"type": "UndoReq"})],
-    "tx_begin": [
-        Case(BEGIN, {}),
-        Case(BEGIN, {}, setup=(BEGIN,)),  # one open transaction per actor: E_STATE
-    ],
-    "tx_set": [
-        Case(STAGE_V2, {"name": "release/v2", "target": "main"}, setup=(BEGIN,)),
-        Case(STAGE_V2, {"name": "release/v2", "target": "main"}),  # no open transaction: E_STATE, next tx_begin
-        Case(("tx", "set", "release/v2", "nope"), {"name": "release/v2", "target": "nope"}, setup=(BEGIN,)),  # E_NOT_FOUND
-    ],
-    "tx_delete": [
-        Case(DELETE_V1, {"name": "release/v1"}, setup=(BEGIN, STAGE_V2)),
-        Case(("tx", "delete", "nope"), {"name": "nope"}, setup=(BEGIN,)),  # E_NOT_FOUND
-    ],
-    "tx_status": [
-        Case(("tx", "status"), {}),  # Ready: no open transaction
-        # An undone revision can be redone; release/v1 moving does not count while its delete is undone.
-        Case(("tx", "status"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, ("tx", "undo"), MOVE_V1)),
-        Case(("tx", "status"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, MOVE_V1)),  # moved: release/v1 by op 7
-        Case(("tx", "status"), {}, setup=(BEGIN, DELETE_V1, MOVE_V1, CONFLICTED)),  # Conflicted
-    ],
-    "tx_undo": [
-        Case(("tx", "undo"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1)),
-        Case(("tx", "undo"), {}, setup=(BEGIN,)),  # nothing to undo: E_STATE
-    ],
-    "tx_redo": [
-        Case(("tx", "redo"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, ("tx", "undo"))),
-        Case(("tx", "redo"), {}, setup=(BEGIN, STAGE_V2)),  # nothing undone: E_STATE
-    ],
-    "tx_commit": [
-        Case(("tx", "commit", "-m", "Cut release/v2"), {"message": "Cut release/v2"}, setup=(BEGIN, STAGE_V2, DELETE_V1)),
-        Case(("tx", "commit"), {}, setup=(BEGIN,)),  # nothing staged: E_STATE
-        Case(("tx", "commit"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1, MOVE_V1)),  # E_CAS_MISMATCH, now Conflicted
-    ],
-    "tx_rollback": [
-        Case(("tx", "rollback"), {}, setup=(BEGIN, STAGE_V2, DELETE_V1)),  # Ready
-        Case(("tx", "rollback"), {}, setup=(BEGIN, DELETE_V1, MOVE_V1, CONFLICTED)),  # OutOfDate, with its hint
-        Case(("tx", "rollback"), {}, setup=(BEGIN, STAGE_V2, ("tx", "commit"))),  # committed: E_STATE, next op undo 7
-    ],
-    "tx_config": [
-        Case(("tx", "config"), {}),
-        Case(("tx", "config", "--max-revisions", "5"), {"max_revisions": 5}),
-    ],
-    "workflow_run": [
-        Case(RUN, {"file": "release.toml"}, files=FLOWS),  # stops at the gate
-        Case(("workflow", "run", "broken.toml"), {"file": "broken.toml"}, files=FLOWS),  # E_STEP_FAILED
-        Case(("workflow", "run", "missing.toml"), {"file": "missing.toml"}),  # E_INVALID_ARG, nothing created
-    ],
-    "workflow_status": [
-        Case(("workflow", "status", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),
-        Case(("workflow", "status", "wf-zzzzzzzz"), {"workflow": "wf-zzzzzzzz"}),  # E_NOT_FOUND
-    ],
-    "workflow_list": [
-        Case(
-            ("workflow", "list", "--state", "failed", "-n", "1"),
-            {"state": "failed", "limit": 1},
-            setup=(RUN, BROKEN),
-            files=FLOWS,
-        ),
-    ],
-    "workflow_approve": [
-        Case(APPROVE, {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
-        Case(APPROVE, {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),  # a replay: already_approved
-        Case(
-            (*APPROVE, "--step", "deploy"), {"workflow": WORKFLOW, "step": "deploy"}, setup=(RUN,), files=FLOWS
-        ),  # not a gate: E_INVALID_ARG
-    ],
-    "workflow_resume": [
-        Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN, APPROVE), files=FLOWS),
-        Case(("workflow", "resume", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),  # not approved: E_STATE
-        Case(
-            ("workflow", "resume", WORKFLOW, "--retry", "check"),
-            {"workflow": WORKFLOW, "retry": "check"},
-            setup=(BROKEN,),
-            files=FLOWS,
-        ),  # fails again: E_STEP_FAILED, attempts 2
-    ],
-    "workflow_cancel": [
-        Case(("workflow", "cancel", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
-        Case(("workflow", "cancel", WORKFLOW), {"workflow": WORKFLOW}, setup=COMPLETED, files=FLOWS),  # E_STATE
-    ],
-    "workflow_rollback": [
-        Case(
-            ("workflow", "rollback", WORKFLOW, "--include-completed"),
-            {"workflow": WORKFLOW, "include_completed": True},
-            setup=COMPLETED,
-            files=FLOWS,
-        ),  # the preview
-        Case(
-            ("workflow", "rollback", WORKFLOW, "--include-completed", "--confirm"),
-            {"workflow": WORKFLOW, "include_completed": True, "confirm": True},
-            setup=COMPLETED,
-            files=FLOWS,
-        ),  # undeploy.sh runs, op 7 is undone
-        Case(
-            ("workflow", "rollback", WORKFLOW, "--confirm"),
-            {"workflow": WORKFLOW, "confirm": True},
-            setup=COMPLETED,
-            files=FLOWS,
-        ),  # completed, without --include-completed: E_REFUSED
-        Case(
-            ("workflow", "rollback", WORKFLOW),
-            {"workflow": WORKFLOW},
-            setup=(RUN, ("changeset", "create", "-m", "Hotfix on v2", "--ref", "release/v2")),
-            files=FLOWS,
-        ),  # release/v2 moved since (op 8): the undo of promote is predicted to fail with E_CAS_MISMATCH
-        Case(
-            ("workflow", "rollback", WORKFLOW, "--confirm"), {"workflow": WORKFLOW, "confirm": True}, setup=(BROKEN,), files=FLOWS
-        ),  # a failed workflow: promote is undone, check is listed as not_reversed
-    ],
-    "workflow_show_definition": [
-        Case(("workflow", "show-definition", WORKFLOW), {"workflow": WORKFLOW}, setup=(RUN,), files=FLOWS),
-    ],
-}
-
-
-# Arguments that do not fit the request type: each door says so in its own words (Typer's
-# usage text, the request type's validation), with the same code and exit status.
-ARGUMENT_ERRORS: list[tuple[str, Case]] = [
-    ("changeset_create", Case(("changeset", "create", "-m", ""), {"message": ""})),
-    ("op_log", Case(("op", "log", "--kind", "nonsense"), {"kind": "nonsense"})),
-    ("undo", Case(("op", "undo", "six"), {"op": "six"})),
-    ("op_revert", Case(("op", "revert", "--after", "four"), {"after": "four"})),
-    ("op_restore", Case(("op", "restore", "4", "--expect-head", "0", "--confirm"), {"op": 4, "expect_head": 0, "confirm": True})),
-    ("ref_set", Case(("ref", "set", "main"), {"name": "main"})),
-    ("tx_config", Case(("tx", "config", "--max-revisions", "0"), {"max_revisions": 0})),
-    ("workflow_list", Case(("workflow", "list", "--state", "nonsense"), {"state": "nonsense"})),
-]
+from swarmctl.gen.examples import ACTOR, fill, outcome_of, write_files
+from swarmctl.spec import Example
 
 
 def _params() -> list[Any]:
     found = []
     for tool in registry.mcp_tools():
-        cases = CASES.get(tool.name, [])
-        found += [pytest.param(tool.name, i, id=f"{tool.name}-{i}") for i in range(len(cases))]
-        if not cases:
-            found.append(pytest.param(tool.name, None, id=f"{tool.name}-no-case"))
+        examples = registry.examples(tool)
+        found += [pytest.param(tool.name, i, id=f"{tool.name}-{i}") for i in range(len(examples))]
+        if not examples:
+            found.append(pytest.param(tool.name, None, id=f"{tool.name}-no-example"))
     return found
 
 
-def test_every_case_names_an_mcp_tool():
-    served = {t.name for t in registry.mcp_tools()}
-    assert set(CASES) <= served, f"cases for tools that are not served over MCP: {sorted(set(CASES) - served)}"
+def test_every_tool_has_an_example_and_every_example_names_its_tool():
+    for tool in registry.tools():
+        examples = registry.examples(tool)
+        assert examples, f"{tool.name} has no example: add one to EXAMPLES in {tool.run.__module__}"
+        assert examples[0].outcome == "ok", f"{tool.name}: the first example is the reference page's, and must succeed"
+        for example in examples:
+            assert tuple(example.cli[: len(tool.cli)]) == tool.cli, (tool.name, example.cli)
+    for modules in registry.AREAS.values():
+        for module in (modules,) if isinstance(modules, str) else modules:
+            area = importlib.import_module(module)
+            unknown = set(getattr(area, "EXAMPLES", {})) - {t.name for t in area.TOOLS}
+            assert not unknown, f"{module}: examples of tools it does not define: {unknown}"
 
 
 @pytest.fixture(scope="module")
@@ -284,22 +71,19 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(workdir: Path):
-    with McpClient(workdir / "store", AGENT, cwd=workdir) as client:
+    with McpClient(workdir / "store", ACTOR, cwd=workdir) as client:
         yield client
 
 
 @pytest.mark.parametrize("name, index", _params())
 def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, monkeypatch):
     if index is None:
-        pytest.fail(
-            f"MCP tool {name!r} has no parity case: add its command line and MCP arguments to CASES "
-            "in tests/test_parity.py"
-        )
-    case = CASES[name][index]
+        pytest.fail(f"MCP tool {name!r} has no example: add one to EXAMPLES beside it, in its area module")
+    example = registry.examples(registry.get(name))[index]
     sw = Swarm(workdir, monkeypatch)
-    pristine = _golden_store(sw, case)
-    globals_ = ("--repo", str(sw.store), "--as", AGENT)
-    words, arguments = fill(case.cli, sw.store), fill(case.arguments, sw.store)
+    pristine = _demo_store(sw, example)
+    globals_ = ("--repo", str(sw.store), "--as", ACTOR)
+    words, arguments = fill(example.cli, sw.store), fill(example.arguments, sw.store)
 
     cli = sw(*globals_, *words)
     _restore(sw.store, pristine)
@@ -311,24 +95,23 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, m
     assert texts[0] == texts[1], f"`swarmctl call` differs from the CLI:\n{texts[0]}\n{texts[1]}"
     assert texts[0] == texts[2], f"MCP differs from the CLI:\n{texts[0]}\n{texts[2]}"
     assert cli.exit == call.exit == exit_status(mcp)
+    assert outcome_of(cli.envelope) == example.outcome, f"declared {example.outcome}:\n{texts[0]}"
     validator = jsonschema.Draft202012Validator(schemas.envelope_schema(registry.get(name)))
     for envelope in (cli.envelope, call.envelope, mcp):
         validator.validate(envelope)
 
 
-def _golden_store(sw: Swarm, case: Case) -> Path:
-    """A fresh golden store with the case's setup, and a copy of it to restore from."""
+def _demo_store(sw: Swarm, example: Example) -> Path:
+    """A fresh demo store with the example's setup, and a copy of it to restore from."""
     pristine = sw.tmp / "pristine"
     for path in (sw.store, pristine):
         shutil.rmtree(path, ignore_errors=True)
-    build_golden_store(sw)
-    write_files(sw.tmp, case.files)
-    for command in case.setup:
-        ran = sw("--repo", str(sw.store), "--as", AGENT, *fill(tuple(command), sw.store))
-        if isinstance(command, Fails):
-            assert ran.error["code"] == command.code, ran.transcript()
-        else:
-            assert ran.exit == 0, ran.transcript() + ran.stderr
+    sw.ok("demo", str(sw.store))
+    write_files(sw.tmp, example.files)
+    for call in example.setup:
+        arguments = fill(call.arguments, sw.store)
+        ran = sw("--repo", str(sw.store), "--as", ACTOR, "call", call.tool, json.dumps(arguments))
+        assert outcome_of(ran.envelope) == call.outcome, ran.transcript() + ran.stderr
     shutil.copytree(sw.store, pristine)
     return pristine
 
@@ -342,16 +125,56 @@ def _normalized(text: str, workdir: Path) -> str:
     return Normalizer(workdir)(text)
 
 
-@pytest.mark.parametrize("name, case", ARGUMENT_ERRORS, ids=[" ".join(c.cli) for _, c in ARGUMENT_ERRORS])
+class Case(NamedTuple):
+    cli: tuple[str, ...]  # the command after `swarmctl --repo STORE --as ACTOR`
+    arguments: dict[str, Any]  # the same call's MCP arguments
+
+
+# Arguments that do not fit the request type. A value of the field's type outside its
+# constraints (a Range, a Literal's words, a length) gets the same message at every door
+# (swarmctl/constraints.py); a value of the wrong type, each door's parser's own words. Each
+# is E_INVALID_ARG with exit status 2 at every door, and writes nothing.
+OUT_OF_CONSTRAINTS: list[tuple[str, Case]] = [
+    ("changeset_create", Case(("changeset", "create", "-m", ""), {"message": ""})),
+    ("op_log", Case(("op", "log", "--kind", "nonsense"), {"kind": "nonsense"})),
+    ("op_log", Case(("op", "log", "-n", "0"), {"limit": 0})),
+    ("op_log", Case(("op", "log", "--before", "99999999999999999999"), {"before": 99999999999999999999})),
+    ("op_show", Case(("op", "show", "0"), {"op": 0})),
+    ("op_restore", Case(("op", "restore", "4", "--expect-head", "0", "--confirm"), {"op": 4, "expect_head": 0, "confirm": True})),
+    ("tx_config", Case(("tx", "config", "--max-revisions", "0"), {"max_revisions": 0})),
+    ("tx_commit", Case(("tx", "commit", "-m", ""), {"message": ""})),
+    ("workflow_list", Case(("workflow", "list", "--state", "nonsense"), {"state": "nonsense"})),
+    ("workflow_list", Case(("workflow", "list", "-n", "1001"), {"limit": 1001})),
+    ("token_revoke", Case(("token", "revoke", "0"), {"id": 0})),
+]
+OTHER_MISFITS: list[tuple[str, Case]] = [
+    ("undo", Case(("op", "undo", "six"), {"op": "six"})),
+    ("op_revert", Case(("op", "revert", "--after", "four"), {"after": "four"})),
+    ("ref_set", Case(("ref", "set", "main"), {"name": "main"})),
+]
+
+
+def _ids(cases: list[tuple[str, Case]]) -> list[str]:
+    return [" ".join(c.cli) for _, c in cases]
+
+
+@pytest.mark.parametrize("name, case", OUT_OF_CONSTRAINTS + OTHER_MISFITS, ids=_ids(OUT_OF_CONSTRAINTS + OTHER_MISFITS))
 def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, monkeypatch):
     sw = Swarm(workdir, monkeypatch)
-    pristine = _golden_store(sw, case)
-    cli = sw("--repo", str(sw.store), "--as", AGENT, *case.cli)
-    call = sw("--repo", str(sw.store), "--as", AGENT, "call", name, json.dumps(case.arguments))
-    mcp = server.envelope(name, case.arguments)
-    for envelope in (cli.envelope, call.envelope, mcp):
+    pristine = _demo_store(sw, Example((), {}))
+    cli = sw("--repo", str(sw.store), "--as", ACTOR, *case.cli)
+    call = sw("--repo", str(sw.store), "--as", ACTOR, "call", name, json.dumps(case.arguments))
+    envelopes = [cli.envelope, call.envelope]
+    if registry.get(name).mcp:
+        envelopes.append(server.envelope(name, case.arguments))
+    for envelope in envelopes:
         assert envelope["op"] == name and envelope["error"]["code"] == "E_INVALID_ARG", envelope
     assert cli.exit == call.exit == 2
+    if (name, case) in OUT_OF_CONSTRAINTS:  # one check, one message, at every door
+        messages = {envelope["error"]["message"] for envelope in envelopes}
+        assert len(messages) == 1, messages
+        fields = {envelope["error"]["details"]["field"] for envelope in envelopes}
+        assert len(fields) == 1 and fields <= set(case.arguments), fields
     assert _store_state(sw.store) == _store_state(pristine), "an invalid call wrote to the store"
 
 

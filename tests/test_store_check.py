@@ -18,6 +18,7 @@ import pytest
 from core_helpers import AGENT, ALICE, build_golden_store, file_digests, op_count
 from swarmctl.store.schema import FORMAT_VERSION
 
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -58,9 +58,9 @@ def log(sw, store, *args: str) -> list[int]:
 
 
 def test_format_3_is_what_this_release_makes(sw):
-    assert FORMAT_VERSION == 3
+    assert FORMAT_VERSION == 4  # format 3 and, since, workflow leases (format 4, test_workflow_hosts.py)
     build_golden_store(sw)
-    assert sw.ok("--repo", str(sw.store), "store", "check")["format"] == 3
+    assert sw.ok("--repo", str(sw.store), "store", "check")["format"] == FORMAT_VERSION
     conn = sqlite3.connect(sw.store / DB_FILE)
     moves = conn.execute("SELECT op, name, actor, kind FROM ref_moves ORDER BY op, seq").fetchall()
     assert moves[-1] == (6, "release/v1", AGENT, "ref_set")
@@ -91,7 +91,7 @@ def test_the_first_write_upgrades_a_format_2_store_in_one_transaction(sw):
     assert sw.ok("--repo", str(store), "store", "check")["format"] == 2  # a failed write upgrades nothing
     assert sw.ok("--repo", str(store), "--as", ALICE, "ref", "set", "main", "release/v1")["op"] == 13
     checked = sw.ok("--repo", str(store), "store", "check")
-    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], 3, 13)
+    assert (checked["problems"], checked["format"], checked["head"]["op"]) == ([], FORMAT_VERSION, 13)
     expected = json.loads((FIXTURES / "format2-store.op-log.json").read_text())["ops"]
     assert sw.ok("--repo", str(store), "op", "log", "-n", "50")["ops"][1:] == expected  # history unchanged
     new = every_filter(store)
@@ -103,9 +103,9 @@ def test_the_first_write_upgrades_a_format_2_store_in_one_transaction(sw):
 def test_store_upgrade_upgrades_a_format_2_store_once_as_one_op(sw):
     store = fixture_store(sw)
     first = sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")
-    assert first == {"format": 3, "upgraded_from": 2, "op": 13}
+    assert first == {"format": FORMAT_VERSION, "upgraded_from": 2, "op": 13}
     assert sw.ok("--repo", str(store), "op", "show", "13")["kind"] == "store_upgrade"
-    assert sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade") == {"format": 3, "upgraded_from": None, "op": None}
+    assert sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade") == {"format": FORMAT_VERSION, "upgraded_from": None, "op": None}
     assert sw.ok("--repo", str(store), "store", "check")["problems"] == []
     conn = sqlite3.connect(store / DB_FILE)
     assert conn.execute("SELECT COUNT(*) FROM ref_moves WHERE actor IS NULL OR kind IS NULL").fetchone()[0] == 0
@@ -147,12 +147,14 @@ def test_store_copy_of_a_format_2_store_fills_the_moves_actor_and_kind(sw):
 
 def downgrade_to_format_2(store) -> None:
     """Make the store what the release before format 3 made: no actor and kind beside the ref
-    moves, and format 2 recorded (as a person with psql might, to test the upgrade)."""
+    moves, no owner_host and owner_lease on workflows (format 4), and format 2 recorded (as a person with psql might, to test the upgrade)."""
     with tamper(store) as conn:
         for index in ("ref_moves_actor", "ref_moves_kind", "ref_moves_actor_kind"):
             conn.execute(f"DROP INDEX {index}")
         conn.execute("ALTER TABLE ref_moves DROP COLUMN actor")
         conn.execute("ALTER TABLE ref_moves DROP COLUMN kind")
+        conn.execute("ALTER TABLE workflows DROP COLUMN owner_host")  # format 4's
+        conn.execute("ALTER TABLE workflows DROP COLUMN owner_lease")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
 
 

@@ -150,6 +150,8 @@ def test_a_store_made_before_tokens_reads_none_and_gains_the_table_on_first_crea
             conn.execute(f"DROP INDEX {index}")
         conn.execute("ALTER TABLE ref_moves DROP COLUMN actor")
         conn.execute("ALTER TABLE ref_moves DROP COLUMN kind")
+        conn.execute("ALTER TABLE workflows DROP COLUMN owner_host")  # format 4's
+        conn.execute("ALTER TABLE workflows DROP COLUMN owner_lease")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
     assert sw.ok("--repo", str(sw.store), "token", "list") == {"tokens": []}
     assert sw(*as_(sw, ALICE), "token", "revoke", "1").error["code"] == "E_NOT_FOUND"

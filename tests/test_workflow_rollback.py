@@ -237,14 +237,15 @@ def test_refused_when_cancelled(sw, kit, golden):
 
 def test_refused_when_pending(sw, kit, golden):
     """A workflow whose run died between creating it and starting its first step."""
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.store import Store
     from swarmctl.tools.workflow import definition, records
 
     flow = kit.write(RELEASE)
     store = Store.open(kit.repo)
     with store.write(ALICE) as w:
-        records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), pids.ProcessId(2**22 + 7, "1"))
+        dead = hosts.Owner(hosts.host_id(), 2**22 + 7, "1")
+        records.insert(w, "wf-pending1", definition.load(flow), str(flow), str(kit.dir), dead)
     store.close()
     ran = refused(kit, "wf-pending1")
     assert sw.transcript(ran) == golden

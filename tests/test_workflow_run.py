@@ -9,9 +9,15 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from core_helpers import ALICE
 from swarm import swarmctl_argv
 from wfkit import SECRET, WAIT_S, Kit
+
+# The tests of what a workflow does to the store run on both kinds of store; those that look
+# into SQLite's files, or only at processes, on SQLite.
+BOTH = pytest.mark.backends("sqlite", "postgres")
 
 RELEASE = """\
     name = "release-v1"
@@ -29,6 +35,7 @@ RELEASE = """\
     """
 
 
+@BOTH
 def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
     kit = Kit(sw)
     ran, wf = kit.run(RELEASE)
@@ -52,6 +59,7 @@ def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
     assert op["actor"] == ALICE
 
 
+@BOTH
 def test_a_failing_command_stops_the_run_and_resume_retries_it_only_when_named(sw, golden):
     kit = Kit(sw)
     flow = """\
@@ -106,6 +114,7 @@ def test_a_timeout_kills_the_whole_process_group(sw):
     assert kit.processes_in_folder() == [], "the script (exec'd into sleep) outlived its timeout"
 
 
+@BOTH
 def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     kit = Kit(sw)
     kit("ref", "set", "release/v1", kit.c2, "--create")  # op 4
@@ -141,6 +150,7 @@ def test_relative_command_paths_resolve_against_the_workflow_file(sw):
     assert kit.marks() == ["from-elsewhere"]  # ran in the file's folder, not the caller's
 
 
+@BOTH
 def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, golden):
     kit = Kit(sw)
     kit.write(
@@ -182,6 +192,7 @@ def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, gol
     assert kit.marks() == ["deploy"]  # started once, never again; `after` never ran
 
 
+@BOTH
 def test_cancel_skips_what_has_not_run_and_leaves_the_rest(sw, golden):
     kit = Kit(sw)
     _, wf = kit.run(RELEASE)
@@ -193,6 +204,7 @@ def test_cancel_skips_what_has_not_run_and_leaves_the_rest(sw, golden):
     assert again.error["code"] == resume.error["code"] == "E_STATE"
 
 
+@BOTH
 def test_list_and_state_filter(sw):
     kit = Kit(sw)
     _, waiting = kit.run(RELEASE)
@@ -330,6 +342,7 @@ TICKING = """\
     """
 
 
+@BOTH
 def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_it_again(sw):
     """kill -9 of swarmctl leaves its command running: the step is `running` (not interrupted),
     and resume --retry, rollback --confirm and cancel refuse (E_STATE) until the command ends."""
@@ -373,6 +386,7 @@ def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_
     assert not pids.group_alive(pgid, None)
 
 
+@BOTH
 def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     kit = Kit(sw)
     kit.write(TICKING)

@@ -10,10 +10,13 @@ completions, and zsh and fish never look inside a virtual environment.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Annotated, Any, Literal, Optional
 
 import typer
+
+from swarmctl.cli.options import door_parameters
 
 MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout.
 
@@ -46,26 +49,15 @@ succeeded, else the exit code of the first failure.
 """
 
 
-def mcp(
-    cli_ctx: typer.Context,
-    repo: Annotated[
-        Optional[str],
-        typer.Option("--repo", "-R", metavar="PATH", help="The store, as the global --repo (here for `swarmctl mcp --repo PATH`).", show_default=False),
-    ] = None,
-    actor: Annotated[
-        Optional[str],
-        typer.Option("--as", metavar="ACTOR", help="Who the server acts as, as the global --as.", show_default=False),
-    ] = None,
-) -> None:
-    from swarmctl import names
+def mcp(cli_ctx: typer.Context, **given: Any) -> None:
+    from swarmctl import limits, names
     from swarmctl.envelope import SwarmError
 
     globals_ = cli_ctx.obj
     # `swarmctl mcp --repo PATH --as ACTOR` (as MCP client configurations write it) and
     # `swarmctl --repo PATH --as ACTOR mcp` mean the same; given after `mcp`, they win.
-    globals_.repo = repo or globals_.repo
-    globals_.actor = actor or globals_.actor
-    from swarmctl import limits
+    for name, value in given.items():
+        setattr(globals_, name, value or getattr(globals_, name))
 
     try:
         if globals_.actor is not None:
@@ -81,6 +73,12 @@ def mcp(
     from swarmctl import mcp as server
 
     raise typer.Exit(server.serve(globals_.repo, globals_.actor))
+
+
+# The global options `mcp` takes itself, as cli/options.py declares them (`door_help`).
+mcp.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("cli_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context), *door_parameters()]
+)
 
 
 def _complete_tools(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
@@ -235,10 +233,35 @@ def _fail(error: Any, globals_: Any) -> None:
     raise typer.Exit(exit_status(envelope))
 
 
-def add_to(app: typer.Typer) -> None:
-    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.")(mcp)
-    app.command(name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.")(call)
-    app.command(name="completion", help=COMPLETION_HELP, short_help="Print the shell completion script for bash, zsh or fish.")(completion)
+# Each door's examples, as --help ends with them and its man page shows them: (caption, command).
+EXAMPLES = {
+    "mcp": [
+        ("Serve the store in ./store as agent/worker-17 (what an MCP client's configuration runs).", "swarmctl mcp --repo ./store --as agent/worker-17"),
+    ],
+    "call": [
+        ("The two newest ops, called as an MCP client would.", """swarmctl call op_log '{"limit": 2}'"""),
+        ("Undo op 6, the arguments read from stdin.", """echo '{"op": 6}' | swarmctl --as agent/worker-17 call undo -"""),
+        ("Many calls, one JSON object a line; one envelope a line back.", "swarmctl --as agent/worker-17 call --lines < calls.jsonl"),
+    ],
+    "completion": [
+        ("Complete swarmctl's commands, ops and refs in bash (in ~/.bashrc).", 'eval "$(swarmctl completion bash)"'),
+        ("The same for fish, once.", "swarmctl completion fish > ~/.config/fish/completions/swarmctl.fish"),
+    ],
+}
+
+
+def add_to(app: typer.Typer, epilogs: dict[str, str | None]) -> None:
+    """Add the doors to `app`, each --help ending with `epilogs[name]` (its EXAMPLES, as app.py writes them)."""
+    app.command(name="mcp", help=MCP_HELP, short_help="Serve every tool over MCP on stdin/stdout.", epilog=epilogs["mcp"])(mcp)
+    app.command(
+        name="call", help=CALL_HELP, short_help="Run any tool with JSON arguments; print its envelope.", epilog=epilogs["call"]
+    )(call)
+    app.command(
+        name="completion",
+        help=COMPLETION_HELP,
+        short_help="Print the shell completion script for bash, zsh or fish.",
+        epilog=epilogs["completion"],
+    )(completion)
 
 
 DOORS = ("mcp", "call", "completion")

@@ -17,8 +17,6 @@ from swarmctl.envelope import dumps
 
 
 def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
-    from swarmctl.cli.app import wants_color
-
     if getattr(globals_, "quiet", False):
         if not envelope["ok"]:
             print(quiet_line(envelope["error"]), file=sys.stderr)
@@ -36,7 +34,8 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         if on_stderr:
             color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
-            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty())
+            result_type = tool.result.__name__ if tool is not None else None
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty(), result_type=result_type)
         except Exception as exc:  # a bug in a renderer must not hide what the command did
             from swarmctl.cli.inert import inert
 
@@ -54,6 +53,16 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(dumps(envelope) + "\n")
+
+
+def wants_color(color: str) -> bool:
+    """Whether --color (auto, always, never) allows colour; where it is shown is the caller's."""
+    if color == "never":
+        return False
+    if color == "always":
+        return True
+    # NO_COLOR (no-color.org) and TERM=dumb (a terminal that cannot show escape codes) both say no.
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def quiet_line(error: dict[str, Any]) -> str:

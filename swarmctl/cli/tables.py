@@ -19,16 +19,18 @@ class _Options:
     now: datetime | None = None  # the clock, for tests
 
 
-def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> str:
-    """The envelope for people. Every string from the envelope is escaped first, so text that
-    looks like Rich markup (a message "fix [/bold] tag") is shown as it is, never interpreted:
-    renderers put data into markup freely, and write literal brackets as `\\[`. Control and
-    format characters are escaped too (swarmctl/cli/inert.py): a terminal acts on none of them."""
+def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False, result_type: str | None = None) -> str:
+    """The envelope for people, its result by the renderer of its type (`result_type`, the name
+    of the tool's result type: RENDERERS), or as a generic table. Every string from the envelope
+    is escaped first, so text that looks like Rich markup (a message "fix [/bold] tag") is shown
+    as it is, never interpreted: renderers put data into markup freely, and write literal
+    brackets as `\\[`. Control and format characters are escaped too (swarmctl/cli/inert.py):
+    a terminal acts on none of them."""
     import time
 
     time.tzset()  # TZ as it is now, also when it changed in this process
     _Options.terminal = terminal
-    if envelope["ok"] and envelope["op"] in ("op_log", "demo") and len(envelope["result"]["ops"]) > PLAIN_ROWS:
+    if envelope["ok"] and result_type in PLAIN_WHEN_LONG and len(envelope["result"]["ops"]) > PLAIN_ROWS:
         return _plain_ops(envelope["result"])
     from rich.console import Console
 
@@ -41,7 +43,7 @@ def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False) -> 
         if error.get("hint"):
             console.print(f"[dim]hint:[/] {error['hint']}", soft_wrap=True)
         return out.getvalue()
-    renderer = RENDERERS.get(envelope["op"], _generic)
+    renderer = RENDERERS.get(result_type or "", _generic)
     renderer(console, envelope["result"])
     return out.getvalue()
 
@@ -326,8 +328,15 @@ def _tx_stage(console, result: dict[str, Any]) -> None:
         console.print(f"[yellow]discarded {result['dropped']} undone revision(s)[/]")
 
 
-def _tx_step(console, result: dict[str, Any]) -> None:
-    verb, rev = ("undid", result["undone"]) if "undone" in result else ("redid", result["redone"])
+def _tx_undo(console, result: dict[str, Any]) -> None:
+    _tx_step(console, result, "undid", result["undone"])
+
+
+def _tx_redo(console, result: dict[str, Any]) -> None:
+    _tx_step(console, result, "redid", result["redone"])
+
+
+def _tx_step(console, result: dict[str, Any], verb: str, rev: dict[str, Any]) -> None:
     console.print(
         f"tx {result['tx']}: {verb} revision {rev['revision']} ({rev['action']} {rev['name']}); "
         f"now at revision {result['revision']} of {result['revisions']}"
@@ -413,8 +422,9 @@ def _blast_radius(console, result: dict[str, Any]) -> None:
     for group in RADIUS_LISTS:
         entries = radius[group]
         console.print(f"[bold]{group}[/] ({len(entries)})")
+        detail = RADIUS_DETAIL.get(group, _step_reason)
         for e in entries:
-            console.print(f"  {e['index']}. {e['step']} \\[{e['kind']}, {e['status']}] {_radius_detail(e)}", soft_wrap=True)
+            console.print(f"  {e['index']}. {e['step']} \\[{e['kind']}, {e['status']}] {detail(e)}", soft_wrap=True)
     for group in ("blockers", "unmeasured"):
         entries = radius[group]
         console.print(f"[bold]{group}[/] ({len(entries)})")
@@ -425,16 +435,27 @@ def _blast_radius(console, result: dict[str, Any]) -> None:
     console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
 
 
-def _radius_detail(e: dict[str, Any]) -> str:
-    undo = e.get("undo")
-    if undo is not None:
-        how = f"undo op {undo['op_undo']}" if "op_undo" in undo else "run " + " ".join(undo["command"])
-        predicted = e["predicted"]
-        outcome = predicted["outcome"] + (f" {predicted['code']}" if predicted.get("code") else "")
-        return f"{how} → {outcome}" + (" (retry)" if e.get("retry") else "")
-    if "acknowledged" in e:
-        return f"during {e.get('during')}" + (" (acknowledged)" if e["acknowledged"] else " (not acknowledged)")
+def _rollback_entry(e: dict[str, Any]) -> str:
+    """A RollbackEntry: how its step is undone (a command step by its rollback command, a store
+    step by `op undo`), and the predicted outcome."""
+    undo = e["undo"]
+    how = "run " + " ".join(undo["command"]) if e["kind"] == "run" else f"undo op {undo['op_undo']}"
+    predicted = e["predicted"]
+    outcome = predicted["outcome"] + (f" {predicted['code']}" if predicted.get("code") else "")
+    return f"{how} → {outcome}" + (" (retry)" if e["retry"] else "")
+
+
+def _unknown_effect(e: dict[str, Any]) -> str:
+    return f"during {e['during']}" + (" (acknowledged)" if e["acknowledged"] else " (not acknowledged)")
+
+
+def _step_reason(e: dict[str, Any]) -> str:
+    """A StepNote's reason (an AlreadyRolledBack has none)."""
     return e.get("reason") or ""
+
+
+# The detail of an entry of each list of the blast radius, by the list (each holds one type).
+RADIUS_DETAIL = {"would_roll_back": _rollback_entry, "unknown_effects": _unknown_effect}
 
 
 def _workflow_definition(console, result: dict[str, Any]) -> None:
@@ -503,25 +524,25 @@ def _op_show(console, result: dict[str, Any]) -> None:
         console.print(f"undoes op {result['undoes']}")
 
 
+# The renderer of each result type, by its name (the tool's `result`); any other: `_generic`.
 RENDERERS = {
-    "op_log": _op_log,
-    "op_show": _op_show,
-    "demo": _demo,
-    "ref_list": _refs,
-    "undo": _undo,
-    "op_revert": _revert,
-    "op_restore": _restore,
-    "tx_status": _tx_status,
-    "tx_set": _tx_stage,
-    "tx_delete": _tx_stage,
-    "tx_undo": _tx_step,
-    "tx_redo": _tx_step,
-    "tx_commit": _tx_commit,
-    "tx_rollback": _tx_rollback,
-    "workflow_list": _workflows,
-    "workflow_status": _workflow_status,
-    "workflow_run": _workflow_status,
-    "workflow_resume": _workflow_status,
-    "workflow_rollback": _blast_radius,
-    "workflow_show_definition": _workflow_definition,
+    "OpLogResult": _op_log,
+    "OpRecord": _op_show,
+    "DemoResult": _demo,
+    "RefListResult": _refs,
+    "UndoResult": _undo,
+    "RevertResult": _revert,
+    "RestoreResult": _restore,
+    "TxStatusResult": _tx_status,
+    "TxStageResult": _tx_stage,
+    "TxUndoResult": _tx_undo,
+    "TxRedoResult": _tx_redo,
+    "TxCommitResult": _tx_commit,
+    "TxRollbackResult": _tx_rollback,
+    "WorkflowListResult": _workflows,
+    "WorkflowStatus": _workflow_status,
+    "WorkflowRollbackResult": _blast_radius,
+    "WorkflowDefinitionResult": _workflow_definition,
 }
+# The results whose `ops` are printed plain above PLAIN_ROWS of them.
+PLAIN_WHEN_LONG = ("OpLogResult", "DemoResult")

@@ -15,7 +15,7 @@ SHELL` prints the same text.
 
 from __future__ import annotations
 
-from swarmctl.gen import NOTICE
+from swarmctl.gen.notice import NOTICE
 
 PROG = "swarmctl"
 COMPLETE_VAR = "_SWARMCTL_COMPLETE"  # what Typer derives from the name; swarmctl.cli.run looks for it

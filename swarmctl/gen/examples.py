@@ -1,19 +1,18 @@
-"""The reference pages' examples: each tool really run on a demo store, its output normalised.
+"""The reference pages' examples: each tool's first example really run on a demo store, its
+output normalised.
 
-Every tool needs an entry in EXAMPLES (the generator stops and says so otherwise). A call runs
-through `swarmctl.calls` (the path of MCP and `swarmctl call`) on a fresh `swarmctl demo`
-store in a temporary directory, as agent/worker-17, and its result is built by
-`swarmctl.mcp.call_result`, as the server builds it. What differs from run to run is replaced
-by the normaliser the golden tests use too (swarmctl/gen/normalize.py), so the pages change
-only when the output does.
+Every tool declares its examples beside it, in its area module (`spec.Example`,
+`registry.examples`); the generator stops at a tool that has none. The first is run here through
+`swarmctl.calls` (the path of MCP and `swarmctl call`) on a fresh `swarmctl demo` store in a
+temporary directory, as agent/worker-17, after its setup calls, each of which must end as it
+declares; its result is built by `swarmctl.mcp.call_result`, as the server builds it. What
+differs from run to run is replaced by the normaliser the golden tests use too
+(swarmctl/gen/normalize.py), so the pages change only when the output does.
 
-Three things here are shared with the parity cases (tests/test_parity.py), which set up a store
-the same way: the workflow RELEASE (release.toml and its scripts), `write_files` (a file whose
-text starts with `#!` is a script, written executable) and `fill`, which replaces the
-placeholder "{workflow}" in command-line words and arguments by the id of the store's newest
-workflow. Workflow ids are random, so a call that
-names the workflow its setup created says "{workflow}"; the placeholder is filled just before
-each call (a setup call too), from the store as it is then.
+Shared with the parity test (tests/test_parity.py), which runs every example: `write_files` (a
+file whose text starts with `#!` is a script, written executable) and `fill`, which replaces
+the placeholder "{workflow}" in command-line words and arguments by the id of the store's newest
+workflow, just before each call (a setup call too), from the store as it is then.
 """
 
 from __future__ import annotations
@@ -24,140 +23,10 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, TypeVar
 
 from swarmctl.gen.normalize import Normalizer
-from swarmctl.spec import Tool
+from swarmctl.spec import EXAMPLE_ACTOR, WORKFLOW, Example, Tool
 
-ACTOR = "agent/worker-17"
+ACTOR = EXAMPLE_ACTOR
 REQUEST_ID = 1
-WORKFLOW = "{workflow}"  # in CLI words and arguments: the id of the store's newest workflow (see `fill`)
-
-
-class Example(NamedTuple):
-    arguments: dict[str, Any]  # the MCP tool's arguments
-    cli: tuple[str, ...]  # the same call on the command line, after `swarmctl --repo STORE --as ACTOR`
-    store: bool = True  # run on a demo store at [tmp]/store (False: in an empty directory)
-    setup: tuple[tuple[str, dict[str, Any]], ...] = ()  # calls (tool, arguments) made first, as ACTOR
-    files: dict[str, str] = {}  # files written to the working directory first (see `write_files`)
-
-
-# The setup calls of the transaction examples.
-_BEGIN = ("tx_begin", {})
-_STAGE_V2 = ("tx_set", {"name": "release/v2", "target": "main"})
-_DELETE_V1 = ("tx_delete", {"name": "release/v1"})
-
-# The workflow of the workflow examples, with its two scripts, in the working directory.
-RELEASE = {
-    "release.toml": """\
-name = "release-v2"
-description = "Cut release/v2 from main, get a sign-off, deploy it"
-
-[[step]]
-name = "promote"
-ref_set = { name = "release/v2", to = "main" }
-
-[[step]]
-name = "sign-off"
-approval = "the release manager approves"
-
-[[step]]
-name = "deploy"
-run = ["./deploy.sh", "--env", "prod"]
-rollback = ["./undeploy.sh", "--env", "prod"]
-timeout_s = 120
-""",
-    "deploy.sh": """\
-#!/bin/sh
-# Stands in for a real deployment: says what it deploys where.
-echo "deployed release/v2 to $2"
-""",
-    "undeploy.sh": """\
-#!/bin/sh
-echo "removed release/v2 from $2"
-""",
-}
-_RUN = ("workflow_run", {"file": "release.toml"})
-_APPROVE = ("workflow_approve", {"workflow": WORKFLOW})
-_COMPLETED = (_RUN, _APPROVE, ("workflow_resume", {"workflow": WORKFLOW}))
-
-# On the demo store: ops 1-6, op 6 is agent/worker-17 moving release/v1 to main's changeset.
-EXAMPLES: dict[str, Example] = {
-    "init": Example({"path": "store"}, ("init", "store"), store=False),
-    "demo": Example({"path": "demo-store"}, ("demo", "demo-store"), store=False),
-    "store_copy": Example({"source": "store", "destination": "store-copy"}, ("store", "copy", "store", "store-copy")),
-    "changeset_create": Example(
-        {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
-        ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
-        files={"NOTES.md": "v1.0.1\n"},
-    ),
-    "changeset_show": Example({"id": "release/v1"}, ("changeset", "show", "release/v1")),
-    "ref_set": Example({"name": "release/v2", "target": "main", "create": True}, ("ref", "set", "release/v2", "main", "--create")),
-    "ref_delete": Example({"name": "release/v1", "expect": "main"}, ("ref", "delete", "release/v1", "--expect", "main")),
-    "ref_list": Example({"prefix": "release/"}, ("ref", "list", "--prefix", "release/")),
-    "ref_show": Example({"name": "release/v1"}, ("ref", "show", "release/v1")),
-    "op_log": Example({"limit": 2}, ("op", "log", "-n", "2")),
-    "op_show": Example({"op": 6}, ("op", "show", "6")),
-    "undo": Example({"op": 6}, ("op", "undo", "6")),
-    # Everything agent/worker-17 did (ops 3, 5 and 6), taken back in one op.
-    "op_revert": Example({"actor": ACTOR}, ("op", "revert", "--actor", ACTOR)),
-    # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
-    "op_restore": Example({"op": 4}, ("op", "restore", "4")),
-    "store_check": Example({}, ("store", "check")),
-    "store_upgrade": Example({}, ("store", "upgrade")),  # a demo store is of this format already
-    "schema": Example({"type": "RefShowReq"}, ("schema", "RefShowReq")),
-    # Transactions: agent/worker-17 cuts release/v2 from main and retires release/v1, as one op.
-    "tx_begin": Example({}, ("tx", "begin")),
-    "tx_set": Example({"name": "release/v2", "target": "main"}, ("tx", "set", "release/v2", "main"), setup=(_BEGIN,)),
-    "tx_delete": Example({"name": "release/v1"}, ("tx", "delete", "release/v1"), setup=(_BEGIN, _STAGE_V2)),
-    "tx_status": Example(
-        {},
-        ("tx", "status"),
-        # Staged: release/v2 created, release/v1 deleted; then release/v1 moves in the store (op 7),
-        # which `moved` shows before a commit would fail on it.
-        setup=(_BEGIN, _STAGE_V2, _DELETE_V1, ("changeset_create", {"message": "Hotfix on v1", "ref": "release/v1"})),
-    ),
-    "tx_undo": Example({}, ("tx", "undo"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1)),
-    "tx_redo": Example({}, ("tx", "redo"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1, ("tx_undo", {}))),
-    "tx_commit": Example(
-        {"message": "Cut release/v2; retire release/v1"},
-        ("tx", "commit", "-m", "Cut release/v2; retire release/v1"),
-        setup=(_BEGIN, _STAGE_V2, _DELETE_V1),
-    ),
-    "tx_rollback": Example({}, ("tx", "rollback"), setup=(_BEGIN, _STAGE_V2, _DELETE_V1)),
-    "tx_config": Example({"max_revisions": 50}, ("tx", "config", "--max-revisions", "50")),
-    # Workflows: release.toml promotes main to release/v2, waits for a sign-off, then deploys.
-    "workflow_run": Example({"file": "release.toml"}, ("workflow", "run", "release.toml"), files=RELEASE),
-    # Status after a confirmed rollback: each step's outcome and how it was undone.
-    "workflow_status": Example(
-        {"workflow": WORKFLOW},
-        ("workflow", "status", WORKFLOW),
-        setup=(*_COMPLETED, ("workflow_rollback", {"workflow": WORKFLOW, "include_completed": True, "confirm": True})),
-        files=RELEASE,
-    ),
-    "workflow_list": Example({"limit": 10}, ("workflow", "list", "-n", "10"), setup=(_RUN,), files=RELEASE),
-    "workflow_approve": Example(
-        {"workflow": WORKFLOW, "step": "sign-off"},
-        ("workflow", "approve", WORKFLOW, "--step", "sign-off"),
-        setup=(_RUN,),
-        files=RELEASE,
-    ),
-    "workflow_resume": Example(
-        {"workflow": WORKFLOW}, ("workflow", "resume", WORKFLOW), setup=(_RUN, _APPROVE), files=RELEASE
-    ),
-    "workflow_cancel": Example({"workflow": WORKFLOW}, ("workflow", "cancel", WORKFLOW), setup=(_RUN,), files=RELEASE),
-    # The preview, with its blast radius: what --confirm would undo, in which order.
-    "workflow_rollback": Example(
-        {"workflow": WORKFLOW, "include_completed": True},
-        ("workflow", "rollback", WORKFLOW, "--include-completed"),
-        setup=_COMPLETED,
-        files=RELEASE,
-    ),
-    # Tokens for `mcp --http` (CLI-only): one for agent/worker-42, made as op 7 of the demo store.
-    "token_create": Example({"actor": "agent/worker-42", "expires": "30d"}, ("token", "create", "agent/worker-42", "--expires", "30d")),
-    "token_list": Example({}, ("token", "list"), setup=(("token_create", {"actor": "agent/worker-42", "read_only": True}),)),
-    "token_revoke": Example({"id": 7}, ("token", "revoke", "7"), setup=(("token_create", {"actor": "agent/worker-42"}),)),
-    "workflow_show_definition": Example(
-        {"workflow": WORKFLOW}, ("workflow", "show-definition", WORKFLOW), setup=(_RUN,), files=RELEASE
-    ),
-}
 
 
 class Recorded(NamedTuple):
@@ -170,18 +39,16 @@ class Recorded(NamedTuple):
 
 
 def record(tool: Tool) -> Recorded:
-    """Run the tool's example and return what a client sent and got, normalised."""
+    """Run the tool's first example and return what a client sent and got, normalised."""
     from swarmctl import registry
-    from swarmctl.calls import call_tool
     from swarmctl.context import Context
     from swarmctl.mcp import call_result
     from swarmctl.tools.store import DEMO, DemoReq
 
-    example = EXAMPLES.get(tool.name)
-    if example is None:
-        raise SystemExit(
-            f"no example for the tool {tool.name!r}: add one to EXAMPLES in swarmctl/gen/examples.py"
-        )
+    examples = registry.examples(tool)
+    if not examples:
+        raise SystemExit(f"no example for the tool {tool.name!r}: add one to EXAMPLES beside it, in {tool.run.__module__}")
+    example = examples[0]
     with tempfile.TemporaryDirectory(prefix="swarmctl-gen-") as tmp:
         where = Path(tmp)
         store = where / "store"
@@ -190,21 +57,13 @@ def record(tool: Tool) -> Recorded:
         write_files(where, example.files)
         # One normaliser for the page, in the order a reader meets things: setup, request, response.
         normalize = Normalizer(where)
-
-        def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            ctx = Context(repo=str(store) if example.store else None, actor=ACTOR, cwd=where)
-            envelope = call_tool(name, arguments, ctx, registry.by_name())
-            if not envelope["ok"]:
-                raise SystemExit(f"the example of {tool.name} failed at {name}: {json.dumps(envelope['error'])}")
-            return envelope
-
         setup = []
-        for name, arguments in example.setup:
-            arguments = fill(arguments, store)
-            call(name, arguments)
-            setup.append((name, _normalized(normalize, arguments)))
+        for call in example.setup:
+            arguments = fill(call.arguments, store)
+            _called(tool, example, call.tool, arguments, call.outcome, where)
+            setup.append((call.tool, _normalized(normalize, arguments)))
         arguments, cli = fill(example.arguments, store), fill(example.cli, store)
-        envelope = call(tool.name, arguments)
+        envelope = _called(tool, example, tool.name, arguments, example.outcome, where)
         request = {
             "id": REQUEST_ID,
             "jsonrpc": "2.0",
@@ -224,7 +83,25 @@ def record(tool: Tool) -> Recorded:
     return Recorded(command=command, request=request, response=response, text=text, setup=tuple(setup), files=dict(example.files))
 
 
-# --- shared with the parity cases (tests/test_parity.py) -------------------------------------
+def _called(tool: Tool, example: Example, name: str, arguments: dict[str, Any], outcome: str, where: Path) -> dict[str, Any]:
+    """The envelope of `name` called on the example's store, which must end in `outcome`."""
+    from swarmctl import registry
+    from swarmctl.calls import call_tool
+    from swarmctl.context import Context
+
+    ctx = Context(repo=str(where / "store") if example.store else None, actor=ACTOR, cwd=where)
+    envelope = call_tool(name, arguments, ctx, registry.by_name())
+    if outcome_of(envelope) != outcome:
+        raise SystemExit(f"the example of {tool.name} ended otherwise than declared ({outcome}) at {name}: {json.dumps(envelope)}")
+    return envelope
+
+
+def outcome_of(envelope: dict[str, Any]) -> str:
+    """How an envelope ended, as an example declares it: "ok", or its error's code."""
+    return "ok" if envelope["ok"] else envelope["error"]["code"]
+
+
+# --- shared with the parity test (tests/test_parity.py) -------------------------------------
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from swarmctl import registry, version
 from swarmctl.envelope import ERROR_CODES
-from swarmctl.gen import NOTICE
+from swarmctl.gen.notice import NOTICE
 
 # Variables read outside the option parser (the option parser's own come from the options).
 MORE_ENVIRONMENT = {
@@ -73,7 +73,7 @@ def _main_page(root: Any, commands: list[tuple[tuple[str, ...], Any]]) -> str:
         out += [".TP", rf"\fB{_esc(' '.join(path))}\fR", _text(command.short_help or ""), f"See {_ref(path)}."]
     out += [".SH GLOBAL OPTIONS", ".PP", "Given before the command, e.g. " + _code("swarmctl --repo ./store op log") + "."]
     out += _options(root)
-    out += _output_section(None) + _exit_status() + _environment(root)
+    out += _output_section(None) + _exit_status() + _environment(root) + _examples(())
     out += [".SH SEE ALSO", ",\n".join(_ref(path) for path, _ in commands)]
     return "\n".join(out) + "\n"
 
@@ -98,10 +98,20 @@ def _command_page(root: Any, path: tuple[str, ...], command: Any, commands: list
     out += _options(command)
     out += [".SH GLOBAL OPTIONS", ".PP", f"As in {_ref(())}: " + ", ".join(rf"\fB{_esc(o.opts[0])}\fR" for o in _visible_options(root)) + "."]
     out += (_output_section(tool) if path[0] not in DOOR_OUTPUT else [".SH OUTPUT", ".PP", _text(DOOR_OUTPUT[path[0]])])
-    out += _exit_status() + _environment(root)
+    out += _exit_status() + _environment(root) + _examples(path)
     related = [p for p, _ in commands if p != path and p[:-1] == path[:-1] and len(path) > 1]
     out += [".SH SEE ALSO", ",\n".join(_ref(p) for p in [(), *related])]
     return "\n".join(out) + "\n"
+
+
+def _examples(path: tuple[str, ...]) -> list[str]:
+    """The command's examples, the ones its --help ends with (cli/app.py `examples_of`)."""
+    from swarmctl.cli.app import examples_of
+
+    out = [".SH EXAMPLES"]
+    for caption, command in examples_of(path):
+        out += [".PP", _text(caption), ".PP", ".RS", ".nf", _code(command), ".fi", ".RE"]
+    return out
 
 
 def _header(name: str, summary: str) -> list[str]:

@@ -37,6 +37,8 @@ _PREVIEW_ID = re.compile(r"\bpv-[0-9a-f]{16}\b")
 _DURATION = re.compile(r'("duration_ms":\s*)\d+')
 # A bearer token's value (`token create`): swt_ and 43 URL-safe base64 characters.
 _TOKEN = re.compile(r"\bswt_[A-Za-z0-9_-]{43}")
+# The host a workflow's owner runs on (swarmctl/hosts.py): derived from the machine.
+_HOST = re.compile(r'("host":\s*")[^"]*(?=")')
 _PID = re.compile(r'("pid":\s*)\d+|\b(pid )\d+')
 # An op's link in the hash chain: it hashes the op's time, so it differs on every run.
 _OP_HASH = re.compile(r'("hash":\s*")[0-9a-f]{64}(?=")')
@@ -88,6 +90,7 @@ class Normalizer:
         text = _WORKFLOW_ID.sub(self._numbered(self.workflows, "w"), text)
         text = _PREVIEW_ID.sub(self._numbered(self.previews, "p"), text)
         text = _TOKEN.sub("swt_[token]", text)
+        text = _HOST.sub(r"\1[host]", text)
         # Times, durations and pids first: their digits must not be taken for id prefixes.
         text = _TIME.sub("[at]", text)
         text = _TABLE_TIME.sub("[local time]", text)

@@ -14,7 +14,7 @@ from typing import Any
 
 from swarmctl import registry, schemas
 from swarmctl.envelope import ERROR_CODES
-from swarmctl.gen import NOTICE
+from swarmctl.gen.notice import NOTICE
 from swarmctl.gen.examples import ACTOR, record
 from swarmctl.spec import Tool
 
@@ -48,7 +48,7 @@ def tool_page(tool: Tool) -> str:
         "description": tool.summary,
         "since": tool.since,
         "mutates": tool.mutates,
-        "identity_required": _needs_identity(tool),
+        "identity_required": tool.needs_identity,
         "cli_command": tool.command,
         "envelope_op": tool.name,
         "request_type": tool.request.__name__,
@@ -164,7 +164,7 @@ def _examples(tool: Tool, example: Any) -> list[str]:
 
 def _errors(tool: Tool) -> list[str]:
     codes: dict[str, str] = {"E_INVALID_ARG": f"arguments that do not fit `{tool.request.__name__}` (a field named twice among them included), or a value the tool refuses."}
-    if _needs_identity(tool):
+    if tool.needs_identity:
         codes["E_IDENTITY_REQUIRED"] = "no identity: `--as` / `SWARMCTL_AS` (for MCP, the server's `--as`)."
     if tool.needs_store:
         codes["E_NOT_A_REPO"] = "the store is not there" + ("; the MCP server serves on." if tool.mcp else ".")
@@ -186,12 +186,6 @@ def _errors(tool: Tool) -> list[str]:
     ]
     out += [f"- [`{code}`](errors.md#{code.lower()}) (exit {ERROR_CODES[code].exit}): {text}" for code, text in codes.items()]
     return out
-
-
-def _needs_identity(tool: Tool) -> bool:
-    """A tool that changes the store needs --as; so does one whose description says it needs
-    it although it only reads (`tx status` shows the caller's own transaction)."""
-    return tool.mutates or "E_IDENTITY_REQUIRED" in tool.description
 
 
 def _names_things(tool: Tool) -> bool:

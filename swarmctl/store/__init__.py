@@ -68,6 +68,9 @@ def backend_for(where: str | Path) -> type[Store]:
     return SqliteStore
 
 
+Store.backend_for = staticmethod(backend_for)  # type: ignore[method-assign]
+
+
 def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
     """A failure that escaped the store's own helpers, as a typed error (else None): a driver's;
     text in the store that is not UTF-8 or a JSON column that is not JSON (damage); a

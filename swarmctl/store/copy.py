@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
+from swarmctl.store import migrate, policies
 from swarmctl.store.db import MOVED_TO, Store, Writer
 from swarmctl.store.schema import SCHEMA
 from swarmctl.store.sql import Conn
@@ -63,13 +64,15 @@ def copy_store(
                     )
             for table in TABLES:
                 counts[table] = 0
-                cols = ", ".join(columns[table])
-                marks = ", ".join("?" * len(columns[table]))
+                shared = _shared_columns(conn, table, columns[table])
+                cols = ", ".join(shared)
+                marks = ", ".join("?" * len(shared))
                 for batch in _batches(conn, table, cols):
                     w.conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({marks})", batch)
                     counts[table] += len(batch)
                     if progress:
                         progress(table, counts[table])
+            _copy_policy(conn, w)
             w.store.after_load(w.conn)
 
         return into
@@ -91,6 +94,31 @@ def copy_store(
 # A source of format 2 or older has no actor and kind beside its ref moves: they are its ops'.
 _SOURCES = {"ref_moves": "ref_moves m JOIN ops o ON o.op = m.op"}
 _FROM_SOURCE = {"ref_moves": {"actor": "o.actor", "kind": "o.kind"}}
+
+
+def _copy_policy(conn: Conn, w: Writer) -> None:
+    """The policy goes with the store (every version, so `op undo` of a policy change works in
+    the copy too), and with it the format that makes an older swarmctl refuse the copy."""
+    versions = policies.all_versions(conn)
+    if versions:
+        migrate.raise_for_policy(w.conn)
+        w.conn.executemany("INSERT INTO policies(op, text) VALUES (?, ?)", [tuple(v) for v in versions[:-1]])
+        policies.record(w, versions[-1].op, versions[-1].text)
+
+
+def _shared_columns(conn: Conn, table: str, wanted: list[str]) -> list[str]:
+    """The columns of `table` the source has: an older store (read as it is) lacks those of
+    later formats, which the copy leaves null (ref moves take theirs from the ops: _SOURCES)."""
+    if table in _SOURCES:
+        return wanted
+    try:
+        cur = conn.execute(f"SELECT * FROM {table} LIMIT 0")
+    except Exception as exc:  # no op_reverts before format 2: _batches passes the table by
+        if table == "op_reverts" and "no such table" in str(exc):
+            return wanted
+        raise
+    have = {d[0] for d in cur.description}
+    return [c for c in wanted if c in have]
 
 
 def _batches(conn: Conn, table: str, cols: str) -> Iterator[list[tuple]]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
-from swarmctl.store import conflicts
+from swarmctl.store import conflicts, policies
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
@@ -40,29 +41,40 @@ class Store:
         # The store's format as opened (a backend sets what it found): reads take an older
         # format as it is; the first write upgrades it (swarmctl/store/migrate.py).
         self.format = FORMAT_VERSION
+        # `policy check` rehearses a call: its transactions roll back where they would commit.
+        self.rehearsing = False
+        # Whether the database verified who is writing (meta.auth "database"; see verify_actor).
+        self.verified = False
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
+    # The backend of a path or URL, one of this class's subclasses: `swarmctl.store.backend_for`,
+    # set by the package (swarmctl/store/__init__.py), which knows the backends. Importing it
+    # from here would make a cycle: the backends import this module.
+    backend_for: Callable[[str | Path], type[Store]]
+
     @classmethod
     def open(cls, where: str | Path, *, readonly: bool = False) -> "Store":
-        from swarmctl.store import backend_for
-
-        return backend_for(where).open(where, readonly=readonly)
+        return cls.backend_for(where).open(where, readonly=readonly)
 
     @classmethod
     def create(cls, where: str | Path, actor: str) -> "Store":
         """A new store whose op 1 is its `init`, by `actor`."""
-        from swarmctl.store import backend_for
-
-        return backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
+        return cls.backend_for(where).make(where, actor, lambda w: w.append_op("init", "initialize store"))
 
     @classmethod
     def make(cls, where: str | Path, actor: str, fill: "Callable[[Writer], None]") -> "Store":
         """A new store (refused where one is), filled by `fill` in its first write transaction:
         all of it or nothing. `create` fills it with op 1; `store copy` with another's rows."""
-        from swarmctl.store import backend_for
+        return cls.backend_for(where).make(where, actor, fill)
 
-        return backend_for(where).make(where, actor, fill)
+    def policy_changed(self, conn: Conn, policy: "rules.Policy | None") -> None:
+        """Inside the write that changed the policy: hold the database to `policy` too, where
+        the backend can (PostgreSQL's triggers); a local store has nothing to do."""
+
+    def verify_actor(self, writer: "Writer") -> None:
+        """Inside each write: E_FORBIDDEN if the backend knows who connected and the policy
+        does not let them act as `writer.actor` (PostgreSQL's `[roles]`); sets `verified`."""
 
     def after_load(self, conn: Conn) -> None:
         """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""
@@ -104,8 +116,12 @@ class Store:
                     migrate.upgrade(self.conn)  # in this transaction: all of it, or none
                     self.format = FORMAT_VERSION
                 writer = Writer(self, actor, at)
+                self.verify_actor(writer)
                 yield writer
                 writer.seal()
+                if self.rehearsing:
+                    self._rollback()
+                    return
                 _fault_pause_before_commit()
                 self._commit(writer)
             except BaseException:
@@ -253,6 +269,23 @@ class Writer:
         self.actor = actor
         self.at = at
         self.op: int | None = None
+        self._policy: rules.Policy | None | bool = False  # False: not read yet
+
+    @property
+    def policy(self) -> rules.Policy | None:
+        """The store's policy in force, read once per transaction (None: it has none)."""
+        if self._policy is False:
+            self._policy = policies.current(self.conn)
+        return self._policy  # type: ignore[return-value]
+
+    def refuse_forbidden_moves(self, refs: Iterable[str]) -> None:
+        """E_FORBIDDEN if the policy forbids this writer's actor to move any of `refs`. Every op
+        is held to it in `append_op`; a tool asks first where it would otherwise say something
+        else first (a compare-and-swap conflict: forbidden wins)."""
+        policy = self.policy
+        if policy is not None:
+            for ref in refs:
+                rules.refuse(rules.may_move(policy, self.actor, ref))
 
     def ref_target(self, name: str) -> str | None:
         from swarmctl.store import queries
@@ -272,6 +305,7 @@ class Writer:
             raise RuntimeError("one op per transaction")
         if kind not in OP_KINDS:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
+        self.refuse_forbidden_moves(m.name for m in moves)
         _refuse_if_damaged(self.conn, moves, self.store._head_is_own())
         # A guard: every caller reads the refs inside this transaction, so a conflict here is a
         # bug in the caller (the tools check first, to say more in their own error).

@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Callable
 
 from swarmctl.store import chain
-from swarmctl.store.schema import FORMAT_VERSION, OP_REVERTS, REF_MOVES_INDEXES, TIME_BREAKS, tokens_table
+from swarmctl.store.schema import (
+    FORMAT_VERSION,
+    OP_REVERTS,
+    POLICIES,
+    POLICY_FORMAT,
+    REF_MOVES_INDEXES,
+    TIME_BREAKS,
+    tokens_table,
+)
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 
@@ -50,10 +58,19 @@ def _to_3(conn: Conn) -> None:
     conn.execute(tokens_table("TEXT", "INTEGER", "INTEGER") if sqlite else tokens_table(text, "BIGINT", "BOOLEAN"))
 
 
+def _to_4(conn: Conn) -> None:
+    """Format 4: a workflow's owner names its host and holds a lease (swarmctl/hosts.py), so
+    that a store shared by many machines tells a live owner elsewhere from a dead one."""
+    text = "TEXT" if dialect(conn) == SQLITE else 'TEXT COLLATE "C"'
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_host {text}")
+    conn.execute(f"ALTER TABLE workflows ADD COLUMN owner_lease {text}")
+
+
 # STEPS[n] moves a store from format n to n + 1.
 STEPS: dict[int, Callable[[Conn], None]] = {
     1: _to_2,
     2: _to_3,
+    3: _to_4,
 }
 
 
@@ -74,3 +91,23 @@ def upgrade(conn: Conn) -> int | None:
         STEPS[version](conn)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION),))
     return found
+
+
+def _to_policy_format(conn: Conn) -> None:
+    """POLICY_FORMAT: the store has a policy (table `policies`, swarmctl/store/policies.py)."""
+    conn.execute(POLICIES)
+
+
+def raise_for_policy(conn: Conn) -> bool:
+    """Within the caller's write transaction (which `Store.write` began by bringing the store to
+    FORMAT_VERSION): raise the store to POLICY_FORMAT, for its first policy. A store gets that
+    format only then, so every store without a policy keeps the format an older swarmctl reads.
+    Returns whether it was raised.
+
+    POLICY_FORMAT is FORMAT_VERSION + 1: a later format change must move it up and make its
+    step hold for a store that has a policy too."""
+    if stored_format(conn) >= POLICY_FORMAT:
+        return False
+    _to_policy_format(conn)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(POLICY_FORMAT),))
+    return True

@@ -10,7 +10,7 @@ from typing import Any, Iterable, NamedTuple
 from swarmctl.envelope import SwarmError
 from swarmctl.names import ID_HEX_LEN, MIN_PREFIX_LEN, is_hex
 from swarmctl.store import reverts
-from swarmctl.store.sql import Conn
+from swarmctl.store.sql import Conn, starts_with
 
 # --- ops -----------------------------------------------------------------------------------
 
@@ -260,16 +260,18 @@ def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[tuple[str, i
     """(actor, their newest op) of the actors whose name starts with `prefix`, by name (completion).
     One index seek per actor, on ops(actor, op)."""
     found: list[tuple[str, int]] = []
-    low = prefix
+    low, after = prefix, ">="
+    matches, pattern = starts_with(conn, "actor", prefix)
     while len(found) < limit:
         row = conn.execute(
-            "SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor >= ? AND actor < ?)",
-            (low, prefix + "\U0010ffff"),
+            f"SELECT actor, MAX(op) FROM ops WHERE actor = (SELECT MIN(actor) FROM ops WHERE actor {after} ? AND {matches}) "
+            "GROUP BY actor",
+            (low, pattern),
         ).fetchone()
         if row is None or row[0] is None:
             break
         found.append((row[0], row[1]))
-        low = row[0] + "\x00"
+        low, after = row[0], ">"  # the next actor after this one (no NUL: PostgreSQL keeps none in text)
     return found
 
 
@@ -288,11 +290,8 @@ def ref_row(conn: Conn, name: str) -> dict[str, Any] | None:
 
 def list_refs(conn: Conn, prefix: str | None = None) -> list[dict[str, Any]]:
     if prefix:
-        # A range on the primary key, not LIKE: no escaping of % or _ in ref names.
-        rows = conn.execute(
-            "SELECT name, target, op FROM refs WHERE name >= ? AND name < ? ORDER BY name",
-            (prefix, prefix + "\U0010ffff"),
-        )
+        matches, pattern = starts_with(conn, "name", prefix)  # % and _ in a ref name are themselves
+        rows = conn.execute(f"SELECT name, target, op FROM refs WHERE {matches} ORDER BY name", (pattern,))
     else:
         rows = conn.execute("SELECT name, target, op FROM refs ORDER BY name")
     return [{"name": n, "target": t, "op": o} for n, t, o in rows]

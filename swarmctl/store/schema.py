@@ -5,7 +5,7 @@ swarmctl/store/migrate.py (the one path for every format change)."""
 
 from __future__ import annotations
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 DB_FILE = "swarmops.db"
 
 # What an op may be (`ops.kind`): Writer.append_op refuses any other, and `op log --kind`
@@ -23,6 +23,7 @@ OP_KINDS = (
     "store_upgrade",
     "token_create",
     "token_revoke",
+    "policy_set",
 )
 
 # Ops are numbered by SQLite's rowid: max + 1 inside a BEGIN IMMEDIATE transaction, and never
@@ -190,7 +191,9 @@ CREATE TABLE tx_baselines (
 # workflow and its steps: a rollback claims the workflow only if nothing changed since it
 # checked its safety rules. `owner_*` and a step's `pid`/`pid_start` name the process acting
 # on it (pid and its start time from /proc, so a reused pid is not taken for a live one), and
-# `command_*` the process group of the command it started, which may outlive it.
+# `command_*` the process group of the command it started, which may outlive it. Those pids
+# are of the owner's host, `owner_host`; on any other host the owner counts as alive until
+# `owner_lease` (format 4), which the running swarmctl renews.
 # `${env:...}` values are never written here: a step's `spec` keeps the reference.
 SCHEMA += """
 CREATE TABLE workflows (
@@ -207,6 +210,8 @@ CREATE TABLE workflows (
     owner_pid    INTEGER,
     owner_start  TEXT,
     owner_actor  TEXT,
+    owner_host   TEXT,            -- the host the owner runs on (swarmctl/hosts.py; format 4)
+    owner_lease  TEXT,            -- until when another host takes the owner for alive (format 4)
     rollback_by  TEXT,
     rollback_at  TEXT,
     rev          INTEGER NOT NULL DEFAULT 0
@@ -240,3 +245,23 @@ CREATE TABLE workflow_steps (
 ) WITHOUT ROWID;
 CREATE INDEX workflow_steps_op ON workflow_steps(op) WHERE op IS NOT NULL;
 """
+
+# The store's policy (swarmctl/policy.py; kept by swarmctl/store/policies.py): one row per
+# version, `op` the op that made it (a policy_set, or the undo that took one back), `text` the
+# policy's TOML (null: no policy, after the undo of the first). The newest row is in force.
+# Not in SCHEMA: a store gets it when its first policy is set, which raises its format to
+# POLICY_FORMAT (swarmctl/store/migrate.py), so that an older swarmctl refuses the store rather
+# than ignore its policy. The same text for both backends.
+POLICY_FORMAT = FORMAT_VERSION + 1  # always the next one: see migrate.raise_for_policy
+POLICIES = """
+CREATE TABLE IF NOT EXISTS policies (
+    op   BIGINT PRIMARY KEY REFERENCES ops(op),
+    text TEXT
+)"""
+
+
+
+def readable_format(found: int) -> bool:
+    """Whether this swarmctl reads a store of format `found`: every format up to FORMAT_VERSION,
+    and POLICY_FORMAT (the one above it)."""
+    return found <= POLICY_FORMAT

@@ -41,6 +41,21 @@ def dialect(conn: Conn) -> str:
     return getattr(conn, "dialect", SQLITE)
 
 
+def starts_with(conn: Conn, column: str, prefix: str) -> tuple[str, str]:
+    """A condition that `column` starts with `prefix`, and its one parameter: PostgreSQL's
+    `LIKE` with `%`, `_` and the escape character escaped; on SQLite `GLOB` (SQLite's `LIKE`
+    ignores the case of ASCII letters; `GLOB` does not) with `*`, `?` and `[` escaped. Both
+    compare the column's code points (`COLLATE "C"`, SQLite's BINARY), so both find the same
+    rows, through the column's index.
+
+    `column` is our own SQL, never a caller's text."""
+    if dialect(conn) == POSTGRES:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return f"{column} LIKE ? ESCAPE '\\'", escaped + "%"
+    escaped = re.sub(r"([*?\[])", r"[\1]", prefix)
+    return f"{column} GLOB ?", escaped + "*"
+
+
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _cache: dict[tuple[str, bool], str] = {}
 

@@ -24,7 +24,7 @@ from swarmctl.store.files import (
     unwritable_why,
     wal_is_empty,
 )
-from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, SCHEMA
+from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
 
 _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
 
@@ -113,11 +113,11 @@ class SqliteStore(Store):
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
         self.format = found
-        if found > FORMAT_VERSION:
+        if not readable_format(found):
             raise SwarmError(
                 "E_STORE_VERSION",
-                f"the store at {self.path} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
-                details={"repo": str(self.path), "format": found, "supported": FORMAT_VERSION},
+                f"the store at {self.path} has format {found}; this swarmctl reads format {POLICY_FORMAT} and older",
+                details={"repo": str(self.path), "format": found, "supported": POLICY_FORMAT},
                 hint="Upgrade swarmctl to use this store. Nothing was written.",
             )
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, NamedTuple
 
-from swarmctl.store.sql import Conn
+from swarmctl import names
+from swarmctl.store.migrate import stored_format
+from swarmctl.store.sql import POSTGRES, Conn, dialect, starts_with
 
 
 class WorkflowRow(NamedTuple):
@@ -32,6 +34,8 @@ class WorkflowRow(NamedTuple):
     owner_pid: int | None
     owner_start: str | None
     owner_actor: str | None
+    owner_host: str | None  # format 4 (None in an older store)
+    owner_lease: str | None  # format 4
     rollback_by: str | None
     rollback_at: str | None
     rev: int
@@ -71,6 +75,9 @@ class Listed(NamedTuple):
 
 
 _WF_COLUMNS = ", ".join(WorkflowRow._fields)
+# A store older than format 4 has no owner_host nor owner_lease: read as it is, they are null.
+LEASE_FORMAT = 4
+_WF_COLUMNS_2 = _WF_COLUMNS.replace("owner_host, owner_lease", "NULL, NULL")
 _STEP_COLUMNS = ", ".join(StepRow._fields)
 
 
@@ -83,14 +90,14 @@ def exists(conn: Conn, workflow_id: str) -> bool:
 
 def ids_with_prefix(conn: Conn, prefix: str, limit: int) -> list[str]:
     """Workflow ids that start with `prefix`, in id order."""
-    rows = conn.execute(
-        "SELECT id FROM workflows WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\U0010ffff", limit)
-    )
+    matches, pattern = starts_with(conn, "id", prefix)
+    rows = conn.execute(f"SELECT id FROM workflows WHERE {matches} ORDER BY id LIMIT ?", (pattern, limit))
     return [r[0] for r in rows]
 
 
 def workflow(conn: Conn, workflow_id: str) -> WorkflowRow | None:
-    row = conn.execute(f"SELECT {_WF_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    columns = _WF_COLUMNS if stored_format(conn) >= LEASE_FORMAT else _WF_COLUMNS_2
+    row = conn.execute(f"SELECT {columns} FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return WorkflowRow(*row) if row else None
 
 
@@ -104,10 +111,27 @@ def rev(conn: Conn, workflow_id: str) -> int | None:
     return row[0] if row else None
 
 
-def owner(conn: Conn, workflow_id: str) -> tuple[int | None, str | None] | None:
-    """(pid, start time) of the process that holds the workflow; None if there is no such workflow."""
-    row = conn.execute("SELECT owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
-    return (row[0], row[1]) if row else None
+def owner(conn: Conn, workflow_id: str) -> tuple[str | None, int | None, str | None] | None:
+    """(host, pid, start time) of the process that holds the workflow; None if there is no
+    such workflow. (Inside a write: the store is at the current format.)"""
+    row = conn.execute("SELECT owner_host, owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    return (row[0], row[1], row[2]) if row else None
+
+
+def renew_lease(conn: Conn, workflow_id: str, until: str) -> None:
+    """Extend the owner's lease on the workflow (the caller checked, in this transaction, that it
+    holds it). Not a change of the workflow: neither `rev` nor `updated_at` moves."""
+    conn.execute("UPDATE workflows SET owner_lease = ? WHERE id = ?", (until, workflow_id))
+
+
+def now(conn: Conn) -> str:
+    """The store's now, to compare a lease with: the server's clock on PostgreSQL (whose clock
+    gives op times there), this machine's on a local store."""
+    if dialect(conn) == POSTGRES:
+        return conn.execute(
+            """SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+        ).fetchone()[0]
+    return names.now()
 
 
 def listed(conn: Conn, state: str | None, limit: int) -> list[Listed]:
@@ -125,9 +149,9 @@ def listed(conn: Conn, state: str | None, limit: int) -> list[Listed]:
 
 def list_ids(conn: Conn, prefix: str, limit: int) -> list[tuple[str, str, str]]:
     """(id, name, saved state) of the newest workflows whose id starts with `prefix`: for completion."""
+    matches, pattern = starts_with(conn, "id", prefix)
     return conn.execute(
-        "SELECT id, name, state FROM workflows WHERE id >= ? AND id < ? ORDER BY created_at DESC LIMIT ?",
-        (prefix, prefix + "\U0010ffff", limit),
+        f"SELECT id, name, state FROM workflows WHERE {matches} ORDER BY created_at DESC LIMIT ?", (pattern, limit)
     ).fetchall()
 
 
@@ -152,14 +176,17 @@ def insert(
     step_specs: Iterable[dict[str, Any]],
     actor: str,
     at: str,
-    owner_pid: int,
-    owner_start: str | None,
+    owner: tuple[str, int, str | None],
+    lease: str,
 ) -> None:
-    """A new workflow, `pending`, held by (owner_pid, owner_start), with its steps `pending`."""
+    """A new workflow, `pending`, held by `owner` (host, pid, start time) until `lease` (while
+    it does not renew it), with its steps `pending`."""
+    host, pid, start = owner
     conn.execute(
         "INSERT INTO workflows(id, name, description, state, source, base_dir, created_by, created_at, updated_at, "
-        "owner_pid, owner_start, owner_actor, rev) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-        (workflow_id, name, description, source, base_dir, actor, at, at, owner_pid, owner_start, actor),
+        "owner_pid, owner_start, owner_actor, owner_host, owner_lease, rev) "
+        "VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        (workflow_id, name, description, source, base_dir, actor, at, at, pid, start, actor, host, lease),
     )
     conn.executemany(
         "INSERT INTO workflow_steps(workflow, idx, name, kind, spec, status) VALUES (?, ?, ?, ?, ?, 'pending')",

@@ -5,7 +5,7 @@ import json
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Conn, Move, queries
 from swarmctl.store import changesets as ids
 from swarmctl.tools.common import RefMove, resolve_changeset
@@ -111,7 +111,8 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
     """Create an immutable changeset (message, parents, metadata, files) and, with `--ref`,
     move that ref to it in the same op. Its id is a BLAKE3-256 content hash; file contents are
     stored once by content. Changesets are never removed, not even by `op undo`, so a metadata
-    key that names a secret (token, password, ...) is refused with E_INVALID_ARG."""
+    key that names a secret (token, password, ...) is refused with E_INVALID_ARG. A `--ref` the
+    store's policy protects from the caller is E_FORBIDDEN (nothing is created)."""
     actor = ctx.require_actor()
     metadata = _check_metadata(req.metadata)
     files = {_check_path(p): content.encode("utf-8") for p, content in req.files.items()}
@@ -200,3 +201,17 @@ CHANGESET_SHOW = Tool(
 )
 
 TOOLS = [CHANGESET_CREATE, CHANGESET_SHOW]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "changeset_create": (
+        Example(
+            ("changeset", "create", "-m", "Hotfix the deploy check", "--ref", "main", "--meta", "ticket=OPS-9", "--file", "NOTES.md"),
+            {"message": "Hotfix the deploy check", "ref": "main", "metadata": {"ticket": "OPS-9"}, "files": {"NOTES.md": "v1.0.1\n"}},
+            caption="Record NOTES.md as a new changeset with a ticket number, and move main to it.",
+            files={"NOTES.md": "v1.0.1\n"},
+        ),
+    ),
+    "changeset_show": (Example(("changeset", "show", "release/v1"), {"id": "release/v1"}, caption="Show the changeset release/v1 names."),),
+}

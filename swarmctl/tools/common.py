@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Cli, Range, result_type
+from swarmctl.spec import Call, Cli, Range, result_type
 from swarmctl.store import Conn, queries
 
 OpNumber = Annotated[int, Range(1)]
@@ -82,3 +82,33 @@ def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
         )
     ctx.resolve(given, full)
     return full
+
+
+# --- policies the examples set (spec.Example; README: Policy) ---------------------------------
+# agent/worker-17 may set one while no policy is set. RELEASE_POLICY (the reference pages')
+# lets people change the policy and move release/*, and keeps agents from undoing others' ops;
+# PROTECT_POLICY protects main and release/* for people, the same undo rule; ADMINS_POLICY lets
+# only people change the policy; SELF_APPROVAL_POLICY keeps a workflow's creator from approving
+# its own gate; RUNS_POLICY lets no one run a workflow from the working directory.
+RELEASE_POLICY = """\
+admins = ["human/*"]
+
+[[protect]]
+refs = ["release/*"]
+actors = ["human/*", "ci/release"]
+
+[undo]
+others = ["human/*"]
+"""
+PROTECT_POLICY = """\
+[[protect]]
+refs = ["main", "release/*"]
+actors = ["human/*"]
+
+[undo]
+others = ["human/*"]
+"""
+ADMINS_POLICY = 'admins = ["human/*"]\n'
+SELF_APPROVAL_POLICY = "[approve]\nself = false\n"
+RUNS_POLICY = '[run]\ndefinitions = ["/srv/workflows/**"]\n'
+SET_PROTECT = Call("policy_set", {"policy": PROTECT_POLICY})

@@ -1,14 +1,22 @@
-"""The op log: `op log`, `op show` and `op undo`."""
+"""The op log: list, show, undo, revert and restore operations.
+
+This module defines `op log`, `op show` and `op undo`; `op revert` and `op restore` are in
+revert.py and restore.py (registry.AREAS). The first paragraph here is `swarmctl op --help`'s.
+
+Why this module is long: it declares three tools whole, each with its request and result types,
+its function and its examples (EXAMPLES, every one a parity case), as an area module does.
+"""
 
 from typing import Annotated, Any, Literal
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, queries, tokens
+from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example, Call
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
 from swarmctl.store.schema import OP_KINDS
-from swarmctl.tools.common import OpNumber, OpSpec, RefMove, resolve_op
+from swarmctl.tools.common import ADMINS_POLICY, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
 
 # Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
 # tests/test_op_log.py checks that the two agree.
@@ -186,6 +194,11 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
     `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
     removed. The undo of a `token create` revokes the token; a revocation is final, so the undo
     of a `token revoke` (or of that undo) is E_REFUSED.
+
+    The store's policy may forbid it (E_FORBIDDEN, before any conflict, in a dry run too): a
+    ref protected from the caller, or an op of another actor (`[undo] others`). The undo of a
+    `policy_set` (or of the undo of one) puts back the policy before it: admins only, and
+    E_CAS_MISMATCH when the policy changed since (`error.next` undoes that change first).
     """
     actor = ctx.require_actor("an undo is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
     store = ctx.store()
@@ -236,6 +249,8 @@ def _undo(
         )
     if record["kind"] in ("token_create", "token_revoke") or _undid_token_create(conn, record):
         return _undo_token(conn, target, record, actor, at, writer=writer, description=description)
+    if policies.made_by(conn, target) is not None:
+        return _undo_policy(conn, target, record, actor, writer=writer, description=description)
     if not record["ref_moves"]:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
@@ -244,6 +259,7 @@ def _undo(
             hint="Changesets are never removed; only ref moves are undone.",
         )
     moves = [Move(m["name"], old=m["new"], new=m["old"]) for m in record["ref_moves"]]
+    refuse_forbidden_undo(conn, actor, target, record["actor"], [m.name for m in moves])
     _check_unmoved(conn, target, moves)
     op = None
     if writer is not None:
@@ -254,6 +270,47 @@ def _undo(
         ref_moves=[UndoMove(m.name, m.new, actor, at) for m in moves],
         already_applied=False,
     )
+
+
+def refuse_forbidden_undo(conn: Conn, actor: str, target: int, op_actor: str, refs: list[str]) -> None:
+    """E_FORBIDDEN if the store's policy forbids `actor` to take back op `target` (made by
+    `op_actor`) or to move its refs back; asked before any compare-and-swap, so forbidden wins
+    over a conflict, and by a dry run and a rollback preview alike."""
+    policy = policies.current(conn)
+    if policy is None:
+        return
+    rules.refuse(rules.may_undo(policy, actor, target, op_actor))
+    for ref in refs:
+        rules.refuse(rules.may_move(policy, actor, ref))
+
+
+def _undo_policy(
+    conn: Conn, target: int, record: dict, actor: str, *, writer: Writer | None, description: str | None
+) -> UndoResult:
+    """The undo of an op that changed the policy (a `policy_set`, or the undo of one) puts back
+    the policy before it: admins only, and by compare-and-swap on the policy's version (a later
+    change of the policy stops it, unless it was taken back since)."""
+    rules.refuse(rules.may_admin(policies.current(conn), actor, f"undo op {target}, a change of the policy"))
+    found = policies.current_version(conn)
+    made = policies.made_by(conn, target)
+    # The policy must still be what `target` made it (a later change undone since is no change).
+    if found is None or made is None or found.text != made.text:
+        later = found.op if found is not None else None
+        raise conflicts.cas_mismatch(
+            [],
+            f"cannot undo op {target}: the policy was changed since, by op {later}; nothing was written",
+            details={"op": target, "policy": {"expected": target, "actual": later}},
+            hint=f"Undo op {later} first (the latest change of the policy), then undo op {target}.",
+            next=UNDO.call(op=later) if later is not None else None,
+        )
+    previous = policies.version_before(conn, target)
+    op = None
+    if writer is not None:
+        what = "restore the policy of op" if previous and previous.text else "remove the policy"
+        suffix = f" {previous.op}" if previous and previous.text else ""
+        op = writer.append_op("undo", description or f"undo op {target}: {what}{suffix}", undoes=target)
+        policies.record(writer, op, previous.text if previous else None)
+    return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
 def _undid_token_create(conn: Conn, record: dict) -> bool:
@@ -367,3 +424,32 @@ UNDO = Tool(
 )
 
 TOOLS = [OP_LOG, OP_SHOW, UNDO]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_log": (
+        Example(("op", "log", "-n", "2"), {"limit": 2}, caption="The two newest ops."),
+        Example(
+            ("op", "log", "-n", "2", "--actor", "agent/worker-17", "--reverse"),
+            {"limit": 2, "actor": "agent/worker-17", "reverse": True},
+            caption="agent/worker-17's two newest ops, oldest first.",
+        ),
+    ),
+    "op_show": (
+        Example(("op", "show", "6"), {"op": 6}, caption="Show op 6."),
+        Example(("op", "show", "@"), {"op": "@"}, caption="Show the newest op."),
+    ),
+    "undo": (
+        Example(("op", "undo", "6"), {"op": 6}, caption="Undo op 6 (it moved release/v1): one new op moves it back."),
+        Example(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}, caption="What undoing op 6 would move, writing nothing."),
+        # release/v1 moved since (op 6): undo op 6 first
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH"),
+        Example(("op", "undo", "6"), {"op": 6}, setup=(Call("undo", {"op": 6}),)),  # a replay: already_applied
+        # undo.others unset: E_CAS_MISMATCH as without a policy
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH", setup=(Call("policy_set", {"policy": ADMINS_POLICY}),)),
+        # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
+        Example(("op", "undo", "4"), {"op": 4}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
+        Example(("op", "undo", "@"), {"op": "@"}, setup=(SET_PROTECT,)),  # @ is the policy_set: it is taken back
+    ),
+}

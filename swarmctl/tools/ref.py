@@ -5,9 +5,9 @@ from typing import Any
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type
+from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Move, Writer, conflicts, queries
-from swarmctl.tools.common import REF_NAME_CLI, TARGET_CLI, resolve_changeset
+from swarmctl.tools.common import REF_NAME_CLI, SET_PROTECT, TARGET_CLI, resolve_changeset
 
 
 @result_type
@@ -122,6 +122,7 @@ def set_in(
     transaction, as one op of `kind`, or none when it already names it. With `expected` (a
     changeset id, or None for "must not exist") it is a compare-and-swap: E_CAS_MISMATCH if the
     ref is not so. `context` leads the op's description (`workflow wf-... step promote: ...`)."""
+    w.refuse_forbidden_moves([name])  # before the compare-and-swap: forbidden wins over a conflict
     row = queries.ref_row(w.conn, name)
     current = row["target"] if row else None
     if expected is not ANY and current != expected:
@@ -139,6 +140,7 @@ def delete_in(
     """Delete ref `name` inside the caller's write transaction, as one op of `kind`: E_NOT_FOUND
     if there is no such ref; with `expected`, E_CAS_MISMATCH unless it names that changeset.
     `context` leads the op's description, as for `set_in`."""
+    w.refuse_forbidden_moves([name])
     row = queries.ref_row(w.conn, name)
     if row is None:
         raise _not_found(name)
@@ -158,7 +160,8 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
     `--create` it is a compare-and-swap: if the ref is not as expected, E_CAS_MISMATCH and
     nothing is written. Setting a ref to what it already names writes nothing (`op` is null).
     A name that reads as a changeset id (4 to 64 lowercase hex characters) is E_INVALID_ARG:
-    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins."""
+    a ref never shadows a changeset; where a TARGET reads both ways, the changeset id wins.
+    A ref the store's policy protects from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_new_ref_name(req.name)
     _check_expect(name, req.expect)
@@ -166,6 +169,7 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
         raise SwarmError("E_INVALID_ARG", "--expect and --create exclude each other", details={"fields": ["expect", "create"]})
     store = ctx.store()
     with store.write(actor) as w:
+        w.refuse_forbidden_moves([name])  # first: forbidden wins over anything else wrong
         new = resolve_changeset(ctx, w.conn, req.target)
         expected: Any = ANY
         if req.create:
@@ -177,12 +181,14 @@ def ref_set(ctx: Context, req: RefSetReq) -> RefSetResult:
 
 def ref_delete(ctx: Context, req: RefDeleteReq) -> RefDeleteResult:
     """Delete a ref, as one op; the changeset it named stays. With `--expect OLD` it is a
-    compare-and-swap. `op undo` of the op recreates the ref."""
+    compare-and-swap. `op undo` of the op recreates the ref. A ref the store's policy protects
+    from the caller is E_FORBIDDEN, before anything else."""
     actor = ctx.require_actor()
     name = names.check_ref_name(req.name)
     _check_expect(name, req.expect)
     store = ctx.store()
     with store.write(actor) as w:
+        w.refuse_forbidden_moves([name])
         if queries.ref_row(w.conn, name) is None:
             raise _not_found(name)  # before resolving --expect: a missing ref is the first thing to say
         expected = resolve_changeset(ctx, w.conn, req.expect) if req.expect is not None else ANY
@@ -258,3 +264,42 @@ REF_SHOW = Tool(
 )
 
 TOOLS = [REF_SET, REF_DELETE, REF_LIST, REF_SHOW]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "ref_set": (
+        Example(
+            ("ref", "set", "release/v2", "main", "--create"),
+            {"name": "release/v2", "target": "main", "create": True},
+            caption="Create release/v2 at the changeset main names.",
+        ),
+        Example(("ref", "set", "hotfix", "main", "--create"), {"name": "hotfix", "target": "main", "create": True}),
+        # --create expects no ref of that name, and main exists
+        Example(("ref", "set", "main", "release/v1", "--create"), {"name": "main", "target": "release/v1", "create": True}, outcome="E_CAS_MISMATCH"),
+        # Under PROTECT_POLICY: hotfix is not protected; release/* is, for people only; forbidden
+        # and a compare-and-swap conflict (release/v1 exists): forbidden wins.
+        Example(("ref", "set", "hotfix", "main"), {"name": "hotfix", "target": "main"}, setup=(SET_PROTECT,)),
+        Example(("ref", "set", "release/v2", "main"), {"name": "release/v2", "target": "main"}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
+        Example(
+            ("ref", "set", "release/v1", "main", "--create"),
+            {"name": "release/v1", "target": "main", "create": True},
+            outcome="E_FORBIDDEN",
+            setup=(SET_PROTECT,),
+        ),
+    ),
+    "ref_delete": (
+        Example(
+            ("ref", "delete", "release/v1", "--expect", "main"),
+            {"name": "release/v1", "expect": "main"},
+            caption="Delete release/v1, only if it still names main's changeset.",
+        ),
+        Example(("ref", "delete", "release/v1"), {"name": "release/v1"}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),  # protected
+    ),
+    "ref_list": (Example(("ref", "list", "--prefix", "release/"), {"prefix": "release/"}, caption="List the refs whose names start with release/."),),
+    "ref_show": (
+        Example(("ref", "show", "release/v1"), {"name": "release/v1"}, caption="Show release/v1: its changeset and the op that last moved it."),
+        Example(("ref", "show", "main"), {"name": "main"}),
+        Example(("ref", "show", "nope"), {"name": "nope"}, outcome="E_NOT_FOUND"),
+    ),
+}

@@ -8,10 +8,11 @@ import shlex
 from typing import Any, Literal
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, conflicts, queries, reverts
+from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type, Example, Call
+from swarmctl.store import Conn, Move, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
 from swarmctl.tools.op import UndoMove
 
@@ -64,7 +65,8 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
     `next` is the exact call that confirms: `op restore OP --confirm --expect-head N`. Confirmed,
     it acts only if the store's newest op is still N, else E_CAS_MISMATCH naming the ops since
     (`error.details.ops_since`) and the refs they moved, nothing written: preview again.
-    `--confirm` needs `--expect-head` (E_INVALID_ARG). Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
+    `--confirm` needs `--expect-head` (E_INVALID_ARG). A ref the store's policy protects from
+    the caller is E_FORBIDDEN, in the preview too and before any conflict. Nothing to restore is E_NOTHING_TO_UNDO; a `--ref` that
     never existed is E_NOT_FOUND. `op undo` of the restore takes it back. Changesets are never
     removed.
     """
@@ -83,10 +85,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
             target = resolve_op(ctx, conn, req.op)
             head = queries.newest_op(conn) or 0
             moves = _moves(conn, target, refs)
+            _refuse_forbidden(conn, actor, moves)  # the preview predicts it
         return _preview(target, refs, head, moves, actor, names.now())
     with store.write(actor) as w:
         target = resolve_op(ctx, w.conn, req.op)
         head = queries.newest_op(w.conn) or 0
+        _refuse_forbidden(w.conn, actor, _moves(w.conn, target, refs))  # forbidden wins over a conflict
         if head != req.expect_head:
             raise _moved_since(w.conn, target, refs, req.expect_head, head)
         moves = _moves(w.conn, target, refs)
@@ -104,6 +108,12 @@ def op_restore(ctx: Context, req: OpRestoreReq) -> RestoreResult:
         hint=f"Restored {len(moves)} ref(s) to what they named after op {target}; `swarmctl op undo {op}` takes it back.",
         next=None,
     )
+
+
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[Move]) -> None:
+    policy = policies.current(conn)
+    for m in moves if policy is not None else []:
+        rules.refuse(rules.may_move(policy, actor, m.name))
 
 
 def _moves(conn: Conn, target: int, refs: list[str]) -> list[Move]:
@@ -197,3 +207,25 @@ OP_RESTORE = Tool(
 )
 
 TOOLS = [OP_RESTORE]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_restore": (
+        # The preview: what putting the refs back as they were after op 4 would move, and the confirm call.
+        Example(("op", "restore", "4"), {"op": 4}, caption="Preview putting every ref back as it was right after op 4."),
+        Example(
+            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
+            {"op": 4, "confirm": True, "expect_head": 6},
+            caption="Do it, if op 6 is still the newest op (as the preview saw).",
+        ),
+        Example(  # op 7 since the preview: E_CAS_MISMATCH
+            ("op", "restore", "4", "--confirm", "--expect-head", "6"),
+            {"op": 4, "confirm": True, "expect_head": 6},
+            outcome="E_CAS_MISMATCH",
+            setup=(Call("changeset_create", {"message": "Hotfix on v1", "ref": "release/v1"}),),
+        ),
+        # release/v1 before it existed: deleted
+        Example(("op", "restore", "2", "--ref", "release/v1"), {"op": 2, "ref": ["release/v1"]}),
+    ),
+}

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Annotated, Any, NamedTuple
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, queries, reverts
+from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type, Example, Call
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
 
@@ -77,7 +78,9 @@ def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
     gets `undone_by` = the revert; `op undo` of the revert takes it all back. Run again with the
     same selection, it is a replay (`already_applied`, the revert that did it, nothing written).
     A selection with nothing to take back is E_NOTHING_TO_UNDO. `--dry-run` lists what would be
-    taken back and the conflicts, and writes nothing. Changesets are never removed.
+    taken back and the conflicts, and writes nothing. Changesets are never removed. The store's
+    policy may forbid it (E_FORBIDDEN, before any conflict, in a dry run too): a selected op of
+    another actor (`[undo] others`), or a ref protected from the caller.
     """
     given = {f: getattr(req, f) for f in _FILTERS if getattr(req, f) is not None}
     if not given:
@@ -110,6 +113,7 @@ def _revert(
     moves = reverts.ref_moves_of(conn, selected)
     if not moves:
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
+    _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
     effect = _net_effect(conn, selected, moves, given)
     in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(op for op, *_ in moves)}
     if not effect.moves:
@@ -129,6 +133,18 @@ def _revert(
         ref_moves=[UndoMove(m.name, m.new, actor, at) for m in effect.moves],
         already_applied=False,
     )
+
+
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[tuple[int, str, str | None, str | None]]) -> None:
+    """E_FORBIDDEN if the store's policy forbids `actor` to take back one of the selected ops
+    that moved a ref (made by another actor) or to move one of the refs they moved."""
+    policy = policies.current(conn)
+    if policy is None:
+        return
+    for record in queries.op_records(conn, sorted({op for op, *_ in moves})):
+        rules.refuse(rules.may_undo(policy, actor, record["op"], record["actor"]))
+    for name in dict.fromkeys(name for _, name, *_ in moves):
+        rules.refuse(rules.may_move(policy, actor, name))
 
 
 def _select(conn: Conn, query: queries.LogQuery, given: dict[str, Any]) -> list[int]:
@@ -258,3 +274,25 @@ OP_REVERT = Tool(
 )
 
 TOOLS = [OP_REVERT]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "op_revert": (
+        # Everything agent/worker-17 did (ops 3, 5 and 6), taken back in one op.
+        Example(("op", "revert", "--actor", "agent/worker-17"), {"actor": "agent/worker-17"}, caption="Take back everything agent/worker-17 did, as one op."),
+        Example(
+            ("op", "revert", "--after", "4", "--dry-run"),
+            {"after": 4, "dry_run": True},
+            caption="What taking back every op after op 4 would move, writing nothing.",
+        ),
+        # ops 5 and 6 moved main and release/v1 since op 4: E_CAS_MISMATCH
+        Example(("op", "revert", "--before", "5"), {"before": 5}, outcome="E_CAS_MISMATCH"),
+        Example(  # a replay: already_applied
+            ("op", "revert", "--actor", "agent/worker-17"),
+            {"actor": "agent/worker-17"},
+            setup=(Call("op_revert", {"actor": "agent/worker-17"}),),
+        ),
+        Example(("op", "revert"), {}, outcome="E_INVALID_ARG"),  # no filter
+    ),
+}

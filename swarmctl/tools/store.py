@@ -1,13 +1,17 @@
-"""Making stores: `init`, `demo` (a store with a short, realistic history to try things on), and
-`store copy` (a whole store into a new one, local or on a server); and looking after one:
-`store check` (the store's full check, read-only) and `store upgrade` (bring a store made by an
-older swarmctl to this one's format)."""
+"""Stores as a whole: copy one into a new one, local or on a database server; check it; upgrade its format.
+
+This module makes stores, `init` and `demo` (a store with a short, realistic history to try
+things on), and `store copy` (a whole store into a new one, local or on a server); and looks
+after one: `store check` (the store's full check, read-only) and `store upgrade` (bring a store
+made by an older swarmctl to this one's format). The first paragraph here is `swarmctl store
+--help`'s.
+"""
 
 import typing
 
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type
+from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Store, locate
 from swarmctl.store.schema import FORMAT_VERSION
 from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
@@ -368,3 +372,22 @@ STORE_COPY = Tool(
 )
 
 TOOLS = [INIT, DEMO, STORE_COPY, STORE_CHECK, STORE_UPGRADE]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+EXAMPLES = {
+    "init": (Example(("init", "store"), {"path": "store"}, caption="Make an empty store in ./store.", store=False),),
+    "demo": (
+        Example(("demo", "demo-store"), {"path": "demo-store"}, caption="Make a store with a short history to try things on.", store=False),
+    ),
+    "store_copy": (
+        Example(
+            ("store", "copy", "store", "store-copy"),
+            {"source": "store", "destination": "store-copy"},
+            caption="Copy the store in ./store into a new one in ./store-copy.",
+        ),
+    ),
+    "store_check": (Example(("store", "check"), {}, caption="Check the whole store (read-only): no problems, exit 0."),),
+    # A demo store is of this format already: nothing to do.
+    "store_upgrade": (Example(("store", "upgrade"), {}, caption="Bring a store made by an older swarmctl to this one's format."),),
+}

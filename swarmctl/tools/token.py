@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 from typing import Annotated
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type
+from swarmctl.spec import MAX_INT, Annotations, Cli, READ, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import tokens
 
 DEFAULT_EXPIRES = "90d"
@@ -98,13 +99,14 @@ def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
     the store keeps only its SHA-256, the actor, who made it and when. `--expires` takes a
     duration (`30d`) or a time (default 90d); `--read-only` makes a token whose calls of tools
     that write are E_FORBIDDEN. `op undo` of the op revokes the token. A malformed ACTOR is
-    E_INVALID_ARG."""
+    E_INVALID_ARG. Once the store has a policy, only its admins may (E_FORBIDDEN)."""
     creator = ctx.require_actor()
     actor = names.check_actor(req.actor)
     _expiry(req.expires, names.now())  # a bad --expires is refused before the store is opened
     value = "swt_" + secrets.token_urlsafe(32)
     store = ctx.store()
     with store.write(creator) as w:
+        rules.refuse(rules.may_admin(w.policy, creator, "manage tokens"))
         expires_at = _expiry(req.expires, w.at)
         op = w.append_op("token_create", f"create a {'read-only ' if req.read_only else ''}token for {actor}")
         tokens.create(w, value, actor, expires_at, req.read_only)
@@ -124,10 +126,12 @@ def token_list(ctx: Context, req: TokenListReq) -> TokenListResult:
 def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
     """Revoke a token, as one op: from then on a request bearing it is refused (HTTP 401), on a
     session opened before too. A revoke is final: its `op undo` is E_REFUSED. No such token:
-    E_NOT_FOUND; a token already revoked: E_STATE."""
+    E_NOT_FOUND; a token already revoked: E_STATE. Once the store has a policy, only its
+    admins may (E_FORBIDDEN)."""
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:
+        rules.refuse(rules.may_admin(w.policy, actor, "manage tokens"))
         found = tokens.get(w.conn, req.id)
         if found is None:
             raise SwarmError(
@@ -185,3 +189,22 @@ TOKEN_REVOKE = Tool(
 )
 
 TOOLS = [TOKEN_CREATE, TOKEN_LIST, TOKEN_REVOKE]
+
+
+# Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
+# Tokens are CLI-only; on the demo store, the first token made is op 7.
+EXAMPLES = {
+    "token_create": (
+        Example(
+            ("token", "create", "agent/worker-42", "--expires", "30d"),
+            {"actor": "agent/worker-42", "expires": "30d"},
+            caption="A token for agent/worker-42, valid for 30 days (printed once).",
+        ),
+    ),
+    "token_list": (
+        Example(("token", "list"), {}, caption="List the store's tokens.", setup=(Call("token_create", {"actor": "agent/worker-42", "read_only": True}),)),
+    ),
+    "token_revoke": (
+        Example(("token", "revoke", "7"), {"id": 7}, caption="Revoke token 7.", setup=(Call("token_create", {"actor": "agent/worker-42"}),)),
+    ),
+}

@@ -25,15 +25,16 @@ import psycopg
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store.files import lock_timeout
-from swarmctl.store.postgres import errors
+from swarmctl.store.postgres import errors, guard
 from swarmctl.store.postgres.schema import SCHEMA
 from swarmctl.store.postgres.url import StoreUrl, parse
-from swarmctl.store.schema import FORMAT_VERSION
+from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT, readable_format
 from swarmctl.store.sql import PgConn
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
 # A client stopped inside a transaction (SIGSTOP, a hung machine) must not hold the head row,
-# and with it every writer of the store, for longer than this.
+# and with it every writer of the store, for longer than this: the server ends its session.
+# A timeout set already (postgresql.conf, ALTER ROLE/DATABASE ... SET, PGOPTIONS) is kept.
 IDLE_IN_TRANSACTION_TIMEOUT = "60s"
 _NOW = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -79,11 +80,11 @@ class PostgresStore(Store):
             )
         found = int(row[0])
         self.format = found
-        if found > FORMAT_VERSION:
+        if not readable_format(found):
             raise SwarmError(
                 "E_STORE_VERSION",
-                f"the store at {self.repo} has format {found}; this swarmctl reads format {FORMAT_VERSION} and older",
-                details={"repo": self.repo, "format": found, "supported": FORMAT_VERSION},
+                f"the store at {self.repo} has format {found}; this swarmctl reads format {POLICY_FORMAT} and older",
+                details={"repo": self.repo, "format": found, "supported": POLICY_FORMAT},
                 hint="Upgrade swarmctl to use this store. Nothing was written.",
             )
 
@@ -122,6 +123,13 @@ class PostgresStore(Store):
                 raise errors.translate(exc, url) from exc
             raise
         return store
+
+    def policy_changed(self, conn, policy) -> None:
+        guard.install(conn, policy)
+
+    def verify_actor(self, writer: Writer) -> None:
+        if guard.verify(writer.conn, writer.policy, writer.actor):
+            self.verified = True
 
     def after_load(self, conn) -> None:
         conn.native("UPDATE head SET last_op = (SELECT COALESCE(MAX(op), 0) FROM ops) WHERE id = 1")
@@ -220,8 +228,11 @@ def _connect(url: StoreUrl) -> PgConn:
         raw = psycopg.connect(url.libpq, autocommit=True, application_name="swarmctl", **options)
     except psycopg.Error as exc:
         raise errors.connect_failure(exc, url) from None
-    try:
-        raw.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'")
+    try:  # unless the server, the database, the role or PGOPTIONS set one already
+        raw.execute(
+            f"SELECT set_config('idle_in_transaction_session_timeout', '{IDLE_IN_TRANSACTION_TIMEOUT}', false) "
+            "WHERE current_setting('idle_in_transaction_session_timeout') = '0'"
+        )
     except psycopg.Error as exc:
         raw.close()
         raise errors.translate(exc, url) from None

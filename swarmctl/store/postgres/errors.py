@@ -76,12 +76,13 @@ def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
 
 
 def unavailable(url: StoreUrl, message: str, **details) -> SwarmError:
-    return SwarmError(
-        "E_UNAVAILABLE",
-        message,
-        details={"repo": url.shown, **details},
-        hint="Nothing was written. Check that the server is up and reachable, then retry.",
-    )
+    hint = "Nothing was written. Check that the server is up and reachable, then retry."
+    if details.get("commit_unknown"):
+        hint = (
+            "The write may have committed: look before retrying (`swarmctl op log`, `ref show`). A retry "
+            "with --expect (ref set, ref delete) cannot apply twice: it says where the ref is now."
+        )
+    return SwarmError("E_UNAVAILABLE", message, details={"repo": url.shown, **details}, hint=hint)
 
 
 def forbidden(url: StoreUrl, message: str) -> SwarmError:

@@ -140,6 +140,8 @@ CREATE TABLE workflows (
     owner_pid    BIGINT,
     owner_start  {T},
     owner_actor  {T},
+    owner_host   {T},
+    owner_lease  {T},
     rollback_by  {T},
     rollback_at  {T},
     rev          BIGINT NOT NULL DEFAULT 0

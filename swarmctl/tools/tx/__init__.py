@@ -9,10 +9,12 @@ swarmctl/store/txs.py; the request and result types in models.py beside this fil
 """
 
 from swarmctl import names
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool
-from swarmctl.store import Move, conflicts, queries, txs
+from swarmctl.store import Move, conflicts, policies, queries, txs
+from swarmctl.tools.tx.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.common import RefMove, resolve_changeset
 from swarmctl.tools.tx.models import (
     TxBeginResult,
@@ -80,12 +82,14 @@ def tx_set(ctx: Context, req: TxSetReq) -> TxStageResult:
 
     Refused: no open transaction, a Conflicted one, or the revision bound reached (E_STATE;
     nothing is ever dropped to make room); a bad ref name (E_INVALID_ARG); an unknown target
-    (E_NOT_FOUND). Needs --as (E_IDENTITY_REQUIRED).
+    (E_NOT_FOUND); a ref the store's policy protects from the caller (E_FORBIDDEN, now rather
+    than at the commit). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     name = names.check_new_ref_name(req.name)
     with ctx.store().write(actor) as w:
         tx = _open_active(w.conn, actor, "stage")
+        w.refuse_forbidden_moves([name])  # now, not at the commit
         new = resolve_changeset(ctx, w.conn, req.target)
         return _stage(w, tx, name, new)
 
@@ -97,12 +101,13 @@ def tx_delete(ctx: Context, req: TxDeleteReq) -> TxStageResult:
     The ref must exist as the transaction sees it (its staged target if staged, else the
     store's ref): otherwise E_NOT_FOUND. Its baseline is recorded as for `tx set`. Refused like
     `tx set`: no open transaction, a Conflicted one, or the revision bound reached (E_STATE);
-    a bad ref name (E_INVALID_ARG). Needs --as (E_IDENTITY_REQUIRED).
+    a bad ref name (E_INVALID_ARG); a protected ref (E_FORBIDDEN). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     name = names.check_ref_name(req.name)
     with ctx.store().write(actor) as w:
         tx = _open_active(w.conn, actor, "stage")
+        w.refuse_forbidden_moves([name])  # now, not at the commit
         staged = txs.staged_targets(txs.revisions(w.conn, tx.tx), tx.revision)
         exists = staged[name] if name in staged else queries.ref_target(w.conn, name)
         if exists is None:
@@ -162,7 +167,8 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
             can_undo=tx.state == "Active" and tx.revision > 0,
             can_redo=tx.state == "Active" and tx.revision < len(revs),
             # A commit now would fail on a ref in `moved`: it can commit only when none moved.
-            can_commit=tx.state == "Active" and bool(moves) and not moved,
+            # ... and only when the store's policy lets this actor move every staged ref.
+            can_commit=tx.state == "Active" and bool(moves) and not moved and not _forbidden(conn, actor, moves),
             moved=moved,
             history=[_revision(r, tx.revision) for r in revs],
         )
@@ -248,7 +254,9 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
     transaction can only be rolled back (`tx rollback`, then re-read the refs and begin again).
 
     Refused with E_STATE: no open transaction, a Conflicted one, or nothing to commit (no
-    applied revision changes a ref; end it with `tx rollback`). Needs --as (E_IDENTITY_REQUIRED).
+    applied revision changes a ref; end it with `tx rollback`). A staged ref the store's policy
+    protects from the caller (the policy changed since it was staged) is E_FORBIDDEN, before
+    any conflict; `tx status` says so first (`can_commit` false). Needs --as (E_IDENTITY_REQUIRED).
     """
     actor = ctx.require_actor(_WHY)
     conflict: SwarmError | None = None
@@ -263,6 +271,7 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
                 hint="Stage a move with `swarmctl tx set` or `swarmctl tx delete` (or `swarmctl tx redo`), "
                 "or end the transaction with `swarmctl tx rollback`.",
             )
+        w.refuse_forbidden_moves(m.name for m in moves)  # forbidden wins over a conflict
         moved = _moved(w.conn, tx, moves)
         if moved:
             # Store.write rolls back on an exception: record the state, let it commit, then raise.
@@ -400,6 +409,12 @@ def _stage(w, tx: txs.Tx, name: str, new: str | None) -> TxStageResult:
         new=new,
         dropped=dropped,
     )
+
+
+def _forbidden(conn, actor: str, moves: list[txs.StagedMove]) -> bool:
+    """Whether the store's policy forbids `actor` to move one of the staged refs."""
+    policy = policies.current(conn)
+    return policy is not None and any(rules.may_move(policy, actor, m.name) for m in moves)
 
 
 def _moved(conn, tx: txs.Tx, moves: list[txs.StagedMove]) -> list[conflicts.Conflict]:

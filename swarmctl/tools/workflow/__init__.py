@@ -31,9 +31,11 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Tool, plain
+from swarmctl.tools.workflow.examples import EXAMPLES  # noqa: F401  (read by registry.examples)
 from swarmctl.tools.workflow import guards, views
 from swarmctl.tools.workflow.models import (
     WorkflowApproveReq,
@@ -92,9 +94,12 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     E_STEP_FAILED, with `next` the rollback preview. Ctrl-C or SIGTERM while a command runs
     kills its process group and saves the step `interrupted` (its effect unknown) before
     swarmctl exits. An invalid file is E_INVALID_ARG (naming
-    the step and key), as is an `${env:NAME}` that is not set; nothing is created then.
+    the step and key), as is an `${env:NAME}` that is not set; nothing is created then. The
+    store's policy may forbid it (E_FORBIDDEN, nothing created): `[run] actors` (who may run
+    workflows) and `[run] definitions` (which files, matched after resolving symlinks). A store
+    step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import definition, execute, records
 
     actor = ctx.require_actor()
@@ -103,7 +108,8 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     guards.require_env(spec["steps"])
     store = ctx.store()
     with store.write(actor) as w:
-        wf_id = records.create(w, spec, str(path), str(path.parent), pids.me())
+        rules.refuse(rules.may_run(w.policy, actor, str(path.resolve())))  # symlinks resolved
+        wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -145,13 +151,16 @@ def workflow_approve(ctx: Context, req: WorkflowApproveReq) -> WorkflowApproveRe
 
     It does not run anything: `workflow resume ID` continues with the next step. Approving a
     gate that is already approved is a replay (`already_approved`, nothing written). A workflow
-    not waiting at that gate gives E_STATE; a step that is not a gate, E_INVALID_ARG.
+    not waiting at that gate gives E_STATE; a step that is not a gate, E_INVALID_ARG. The
+    store's policy may forbid it (E_FORBIDDEN): `[approve] actors` (who may approve) and
+    `[approve] self = false` (the workflow's creator may not approve its own gate).
     """
     from swarmctl.tools.workflow import records
 
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_approve", actor, wf))
         gate = guards.gate_to_approve(wf, req.step)
         if gate.approved_by:
             return WorkflowApproveResult(wf.id, gate.name, gate.approved_by, gate.approved_at, True, wf.observed, [RESUME.call(workflow=wf.id)])
@@ -170,20 +179,23 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     Ends like `workflow run` (E_STEP_FAILED when a step fails). E_STATE when there is nothing
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
     by a live process, including a step's command still running after its swarmctl was killed).
+    Resuming another actor's workflow may be forbidden by the store's policy (`[workflow]
+    others`: E_FORBIDDEN).
     """
-    from swarmctl import pids
+    from swarmctl import hosts
     from swarmctl.tools.workflow import execute, records
 
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_resume", actor, wf))
         records.settle(w, wf)
         retry = guards.resume_point(wf, req.retry)
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
-        records.claim(w, wf.id, "running", pids.me())
+        records.claim(w, wf.id, "running", hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf.id)
     failed = execute.Executor(ctx, store, wf, actor, _progress(ctx)).run()
@@ -195,13 +207,15 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
     """Stop a workflow for good: its steps not yet run become `skipped`; the steps that ran stay
     applied. A cancelled workflow cannot be resumed or rolled back: to undo it, call
     `workflow rollback` instead. Allowed while `pending`, `awaiting_approval` or `failed`;
-    otherwise E_STATE (also when a live process is running it).
+    otherwise E_STATE (also when a live process is running it). Cancelling another actor's
+    workflow may be forbidden by the store's policy (`[workflow] others`: E_FORBIDDEN).
     """
     from swarmctl.tools.workflow import records
 
     actor = ctx.require_actor()
     with ctx.store().write(actor) as w:
         wf = records.load(w.conn, _resolve(ctx, w.conn, req.workflow))
+        rules.refuse(guards.policy_refusal(w.policy, "workflow_cancel", actor, wf))
         records.settle(w, wf)
         guards.not_held(wf)
         if wf.state not in ("pending", "awaiting_approval", "failed"):
@@ -278,10 +292,32 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     it or stop it first). A rollback killed half-way leaves its step in flight under
     `unknown_effects`; after acknowledging it, a new rollback continues with the rest. Ctrl-C or
     SIGTERM during a rollback command kills it and saves its step `interrupted`.
+
+    The store's policy may forbid the caller the rollback (`[workflow] others`) or the undo of a
+    step (a protected ref, `[undo] others`): the preview lists each as a blocker `forbidden`
+    (with its `rule`), and `--confirm` is then E_FORBIDDEN, nothing changed.
     """
     from swarmctl.tools.workflow import rollback
 
     return rollback.confirm(ctx, req) if req.confirm else rollback.preview(ctx, req)
+
+
+def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError | None:
+    """What the store's policy would say to `actor` calling workflow tool `tool` with `req`
+    (for `policy check`): the rules the tool itself asks, of the store as it is now."""
+    from swarmctl.store import policies
+    from swarmctl.tools.workflow import records
+
+    with ctx.store().read() as conn:
+        policy = policies.current(conn)
+        if policy is None:
+            return None
+        if tool == "workflow_run":
+            refusal = rules.may_run(policy, actor, str((ctx.cwd / req.file).resolve()))
+        else:
+            wf = records.load(conn, _resolve(ctx, conn, req.workflow))
+            refusal = guards.policy_refusal(policy, tool, actor, wf)
+    return refusal.error() if refusal is not None else None
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -29,10 +29,11 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
 from swarmctl.spec import plain
-from swarmctl.store import Conn
+from swarmctl.store import Conn, policies
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
 from swarmctl.tools.workflow.models import (
@@ -50,6 +51,7 @@ from swarmctl.tools.workflow.models import (
     PredictedAlreadyUndone,
     PredictedCommandFailure,
     PredictedOk,
+    PolicyBlocker,
     PredictedUndoFailure,
     PreviewMismatchBlocker,
     RadiusCounts,
@@ -64,7 +66,9 @@ from swarmctl.tools.workflow.models import (
     UnknownEffect,
     Unmeasured,
 )
-from swarmctl.tools.workflow.records import STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, orphaned_command
+from swarmctl.tools.workflow.records import (
+    STEP_STATUSES, WORKFLOW_STATES, Step, Workflow, held_by_other, holder, orphaned_command,
+)
 
 
 class Radius(NamedTuple):
@@ -101,6 +105,7 @@ def compute(
     )
     preview_id = fingerprint(plain(radius))
     radius.blockers = blockers(wf, lists, include_completed, expect_preview, preview_id, environ)
+    radius.blockers += policy_blockers(conn, wf, actor, lists["would_roll_back"])
     radius.counts.blockers = len(radius.blockers)
     radius.counts.unmeasured = len(radius.unmeasured)
     return Radius(preview_id, radius)
@@ -200,6 +205,22 @@ def _unmeasured(lists: Mapping[str, list[Any]]) -> list[Unmeasured]:
     ]
 
 
+def policy_blockers(conn: Conn, wf: Workflow, actor: str, would: list[Any]) -> list[AnyBlocker]:
+    """What the store's policy forbids `actor` in this rollback: rolling back another actor's
+    workflow ([workflow] others), and each step whose undo it forbids (predicted E_FORBIDDEN)."""
+    policy = policies.current(conn)
+    if policy is None or not actor:
+        return []
+    found: list[AnyBlocker] = []
+    steer = rules.may_steer(policy, actor, wf.id, wf.created_by, "roll back")
+    if steer is not None:
+        found.append(PolicyBlocker("forbidden", steer.error().message, steer.rule, None))
+    for e in would:
+        if isinstance(e.predicted, PredictedUndoFailure) and e.predicted.code == "E_FORBIDDEN":
+            found.append(PolicyBlocker("forbidden", f"step {e.step}: {e.predicted.message}", e.predicted.details["rule"], e.step))
+    return found
+
+
 def blockers(
     wf: Workflow,
     lists: Mapping[str, list[Any]],
@@ -218,35 +239,9 @@ def blockers(
             found.append(StepBlocker(
                 "unknown_step_status", f"step {s.name} has status {s.status!r}, which this swarmctl does not recognise", s.name
             ))
-    state = wf.observed
-    orphan = orphaned_command(wf)
-    if state not in WORKFLOW_STATES:
-        found.append(Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise"))
-    elif orphan is not None:
-        found.append(CommandRunningBlocker(
-            "command_running",
-            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
-            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
-            orphan.name,
-            orphan.command_pid,
-        ))
-    elif held_by_other(wf):
-        found.append(HeldBlocker(
-            "workflow_state",
-            f"the workflow is {state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
-            {"pid": wf.owner_pid, "actor": wf.owner_actor},
-        ))
-    elif state in ("pending", "cancelled", "rolled_back"):
-        why = {
-            "pending": "it has not started, so there is nothing to roll back",
-            "cancelled": "a cancelled workflow stays as it was left",
-            "rolled_back": "it was rolled back already",
-        }[state]
-        found.append(Blocker("workflow_state", f"the workflow is {state}: {why}"))
-    elif state == "completed" and not include_completed:
-        found.append(Blocker(
-            "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
-        ))
+    state_blocker = _state_blocker(wf, include_completed)
+    if state_blocker is not None:
+        found.append(state_blocker)
     unacknowledged = [e.step for e in lists["unknown_effects"] if not e.acknowledged]
     if unacknowledged:
         found.append(UnacknowledgedBlocker(
@@ -274,3 +269,37 @@ def blockers(
             preview_id,
         ))
     return found
+
+
+def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
+    """What the workflow's state (or a command of it still running) says against confirming."""
+    state = wf.observed
+    orphan = orphaned_command(wf)
+    if state not in WORKFLOW_STATES:
+        return Blocker("workflow_state", f"the workflow has state {state!r}, which this swarmctl does not recognise")
+    if orphan is not None:
+        return CommandRunningBlocker(
+            "command_running",
+            f"the command of step {orphan.name} is still running (pid {orphan.command_pid}), though the swarmctl that "
+            f"started it is gone; wait for it to end, or stop it with `kill -TERM -{orphan.command_pid}`",
+            orphan.name,
+            orphan.command_pid,
+        )
+    if held_by_other(wf):
+        return HeldBlocker(
+            "workflow_state",
+            f"the workflow is {state}, held by a live process ({holder(wf)})",
+            {"pid": wf.owner_pid, "actor": wf.owner_actor},
+        )
+    if state in ("pending", "cancelled", "rolled_back"):
+        why = {
+            "pending": "it has not started, so there is nothing to roll back",
+            "cancelled": "a cancelled workflow stays as it was left",
+            "rolled_back": "it was rolled back already",
+        }[state]
+        return Blocker("workflow_state", f"the workflow is {state}: {why}")
+    if state == "completed" and not include_completed:
+        return Blocker(
+            "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"
+        )
+    return None

@@ -110,6 +110,8 @@ def check(data: Mapping[str, Any]) -> dict[str, Any]:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise invalid("the workflow needs a `name`: a string of 1 to 200 characters", key="name")
+    if "\x00" in name:
+        raise invalid("the workflow's `name` contains a NUL character (U+0000)", key="name")
     definition: dict[str, Any] = {"name": name}
     if "description" in data:
         definition["description"] = _text(data["description"], "description", None)
@@ -181,6 +183,9 @@ def _text(value: Any, key: str, step: str | None) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 4096:
         where = f"step {step}: " if step else ""
         raise invalid(f"{where}`{key}` must be a non-empty string of at most 4096 characters", step=step, key=key)
+    if "\x00" in value:  # no store keeps one in text (PostgreSQL cannot)
+        where = f"step {step}: " if step else ""
+        raise invalid(f"{where}`{key}` contains a NUL character (U+0000)", step=step, key=key)
     return value
 
 
@@ -227,8 +232,10 @@ def _env(value: Any, step: str) -> dict[str, str]:
     for k, v in value.items():
         if not ENV_NAME.match(k):
             raise invalid(f"step {step}: `env.{k}` is not a valid environment variable name", step=step, key=f"env.{k}")
-        if not isinstance(v, str) or "\x00" in v:
+        if not isinstance(v, str):
             raise invalid(f"step {step}: `env.{k}` must be a string", step=step, key=f"env.{k}")
+        if "\x00" in v:
+            raise invalid(f"step {step}: `env.{k}` contains a NUL character (U+0000)", step=step, key=f"env.{k}")
         _check_references(v, step, f"env.{k}")
         if secrets.is_secret_key(k) and not only_references(v):
             raise invalid(

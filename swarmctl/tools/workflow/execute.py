@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from swarmctl import pids
+from swarmctl import hosts, pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.secrets import MIN_SCRUB_LEN, redact_text, scrub_values
@@ -64,20 +64,34 @@ class Executor:
         self.wf = wf
         self.actor = actor
         self.progress = progress
-        self.me = pids.me()
+        self.me = hosts.me()
         self.environ: Mapping[str, str] = dict(os.environ)
 
     # --- ownership ---------------------------------------------------------------------------
 
     def owned(self, w: Writer) -> None:
-        """Stop unless this process still owns the workflow (nobody took it over)."""
-        if rows.owner(w.conn, self.wf.id) != (self.me.pid, self.me.start):
+        """Stop unless this process still owns the workflow (nobody took it over); renew its
+        lease while it does (swarmctl/hosts.py)."""
+        if rows.owner(w.conn, self.wf.id) != tuple(self.me):
             raise LostOwnership(
                 "E_STATE",
                 f"workflow {self.wf.id} is no longer held by this process; stopped",
                 details={"workflow": self.wf.id},
                 hint=f"`swarmctl workflow status {self.wf.id}` shows who holds it now.",
             )
+        rows.renew_lease(w.conn, self.wf.id, hosts.lease_until(w.at))
+
+    def renew(self) -> None:
+        """While a command runs: renew the lease, so that other hosts keep taking this process
+        for alive. A store that is busy or out of reach now is asked again at the next renewal;
+        a workflow another process took over stops the command (LostOwnership)."""
+        try:
+            with self.store.write(self.actor) as w:
+                self.owned(w)
+        except LostOwnership:
+            raise
+        except SwarmError:
+            pass
 
     def _report(self, phase: str, event: str, step: Step, position: int, count: int, status: str | None = None) -> None:
         if self.progress is not None:
@@ -217,6 +231,7 @@ class Executor:
                     timeout_s=spec["timeout_s"],
                     on_start=started,
                     hidden=definition.resolved_values(step.spec, self.environ),
+                    tick=(self.renew, hosts.lease_s() / 3),
                 )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.tools import workflow as tools
 
@@ -54,7 +55,7 @@ def not_held(wf: Any) -> None:
     if records.held_by_other(wf):
         raise SwarmError(
             "E_STATE",
-            f"workflow {wf.id} is {wf.state}, held by a live process (pid {wf.owner_pid}, {wf.owner_actor})",
+            f"workflow {wf.id} is {wf.state}, held by a live process ({records.holder(wf)})",
             details={"workflow": wf.id, "state": wf.state, "owner": records.owner_view(wf)},
             hint="Wait for it to finish; `swarmctl workflow status` shows its progress.",
         )
@@ -137,3 +138,15 @@ def check_acknowledged(wf: Any, names_given: list[str]) -> None:
             f"--acknowledge-unknown-effects: workflow {wf.id} has no step {unknown[0]}",
             details={"workflow": wf.id, "steps": unknown, "known": [s.name for s in wf.steps]},
         )
+
+
+# The word each workflow tool's refusal uses for what was refused.
+_STEERS = {"workflow_resume": "resume", "workflow_cancel": "cancel", "workflow_rollback": "roll back"}
+
+
+def policy_refusal(policy: rules.Policy | None, tool: str, actor: str, wf: Any) -> rules.Refusal | None:
+    """What the store's policy says of `actor` calling `tool` (approve, resume, cancel or
+    rollback) on `wf`: [approve] for approving, [workflow] others for the rest."""
+    if tool == "workflow_approve":
+        return rules.may_approve(policy, actor, wf.id, wf.created_by)
+    return rules.may_steer(policy, actor, wf.id, wf.created_by, _STEERS[tool])

@@ -37,7 +37,7 @@ class WorkflowInfo:
     created_at: str
     updated_at: str
     waiting_at: str | None  # the gate it is stopped at (awaiting_approval)
-    owner: dict[str, Any] | None  # the process acting on it: pid, actor, alive
+    owner: dict[str, Any] | None  # the process acting on it: pid, host, actor, alive, lease_until
     rollback_by: str | None
     rollback_at: str | None
 
@@ -307,9 +307,20 @@ class PreviewMismatchBlocker:
     actual: str
 
 
+@result_type
+class PolicyBlocker:
+    """The store's policy forbids the caller this rollback (`--confirm` gives E_FORBIDDEN): the
+    rule, and the step whose undo it forbids (null: the whole rollback)."""
+
+    code: Literal["forbidden"]
+    message: str
+    rule: str
+    step: str | None
+
+
 AnyBlocker = (
     Blocker | HeldBlocker | CommandRunningBlocker | StepBlocker | UnacknowledgedBlocker | MissingEnvBlocker
-    | PreviewMismatchBlocker
+    | PreviewMismatchBlocker | PolicyBlocker
 )
 
 

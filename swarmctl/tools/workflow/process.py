@@ -94,18 +94,18 @@ def run_command(
     timeout_s: float,
     on_start: Callable[[pids.ProcessId], None] | None = None,
     hidden: Sequence[str] = (),
+    tick: tuple[Callable[[], None], float] | None = None,
 ) -> CommandOutcome:
     """Run `argv` to completion or timeout. `on_start` gets the command's process group (its
-    leader) before the command starts; if it raises, the command never starts. Any exception
+    leader) before the command starts; if it raises, the command never starts. `tick`, a
+    function and a period in seconds, is called every period while the command runs. Any exception
     while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
     and propagates. The output tails keep nothing of `hidden` (values to scrub, in any of their
     encodings) nor of a value assigned to a secret-named key (`secrets.redact_text`)."""
-    import signal
     import subprocess
     import tempfile
 
     started = time.monotonic()
-    program = resolve_program(argv[0], cwd)
     problem = program_problem(argv[0], cwd, env)
     if problem:
         return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
@@ -113,7 +113,7 @@ def run_command(
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(
-                ["/bin/sh", "-c", _GATE, "swarmctl-step", program, *argv[1:]],
+                ["/bin/sh", "-c", _GATE, "swarmctl-step", resolve_program(argv[0], cwd), *argv[1:]],
                 cwd=cwd,
                 env=dict(env),
                 stdin=gate_out,
@@ -126,34 +126,50 @@ def run_command(
             return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {exc.strerror or exc}")
         finally:
             os.close(gate_out)
-        timed_out = False
+        timed_out = _start_and_wait(proc, gate_in, on_start, timeout_s, tick)
+        return _finished(proc, timed_out, started, out, err, hidden)
+
+
+def _start_and_wait(
+    proc: Any, gate_in: int, on_start: Callable[[pids.ProcessId], None] | None, timeout_s: float,
+    tick: tuple[Callable[[], None], float] | None,
+) -> bool:
+    """Hand the group to `on_start`, open the gate, wait: whether it timed out (and was killed)."""
+    import subprocess
+
+    try:
         try:
+            if on_start is not None:
+                on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
             try:
-                if on_start is not None:
-                    on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
-                try:
-                    os.write(gate_in, b"go\n")
-                except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
-                    pass
-            finally:
-                os.close(gate_in)
-            _wait(proc, timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        code = proc.returncode
-        return CommandOutcome(
-            exit_code=code if code is not None and code >= 0 and not timed_out else None,
-            signal=signal.Signals(-code).name if code is not None and code < 0 else None,
-            timed_out=timed_out,
-            duration_ms=_ms(started),
-            stdout_tail=_tail(out, hidden),
-            stderr_tail=_tail(err, hidden),
-            error=None,
-        )
+                os.write(gate_in, b"go\n")
+            except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
+                pass
+        finally:
+            os.close(gate_in)
+        _wait(proc, timeout_s, tick)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return True
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return False
+
+
+def _finished(proc: Any, timed_out: bool, started: float, out: Any, err: Any, hidden: Sequence[str]) -> CommandOutcome:
+    import signal
+
+    code = proc.returncode
+    return CommandOutcome(
+        exit_code=code if code is not None and code >= 0 and not timed_out else None,
+        signal=signal.Signals(-code).name if code is not None and code < 0 else None,
+        timed_out=timed_out,
+        duration_ms=_ms(started),
+        stdout_tail=_tail(out, hidden),
+        stderr_tail=_tail(err, hidden),
+        error=None,
+    )
 
 
 @contextmanager
@@ -182,27 +198,50 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _wait(proc: Any, timeout_s: float) -> None:
-    """Wait for the command to end, or raise TimeoutExpired. On a pidfd (Linux 5.3+) the wait
-    ends the moment the process does; Popen.wait(timeout) polls, sleeping up to 50 ms a time."""
+def _wait(proc: Any, timeout_s: float, tick: tuple[Callable[[], None], float] | None = None) -> None:
+    """Wait for the command to end, or raise TimeoutExpired, calling `tick` every period. On a
+    pidfd (Linux 5.3+) the wait ends the moment the process does; Popen.wait(timeout) polls,
+    sleeping up to 50 ms a time."""
     import select
     import subprocess
 
+    deadline = time.monotonic() + timeout_s
+    period = tick[1] if tick is not None else timeout_s
+    next_tick = time.monotonic() + period
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd here: poll
-        proc.wait(timeout=timeout_s)
-        return
+        pidfd = None
     try:
         poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + timeout_s
-        while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
-            if time.monotonic() >= deadline:
+        if pidfd is not None:
+            poller.register(pidfd, select.POLLIN)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            if tick is not None and now >= next_tick:
+                tick[0]()
+                next_tick = time.monotonic() + period
+            until = min(deadline, next_tick) - time.monotonic()
+            if pidfd is not None and poller.poll(max(0.0, until) * 1000):
+                break
+            if pidfd is None and _exited(proc, until):
+                break
     finally:
-        os.close(pidfd)
+        if pidfd is not None:
+            os.close(pidfd)
     proc.wait()  # it has exited: reap it
+
+
+def _exited(proc: Any, within_s: float) -> bool:
+    import subprocess
+
+    try:
+        proc.wait(timeout=max(0.0, within_s))
+        return True
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def _kill_group(proc: Any) -> None:

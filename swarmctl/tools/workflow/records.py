@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from swarmctl import pids
+from swarmctl import hosts, pids
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Conn, Writer
 from swarmctl.store import workflows as rows
@@ -65,6 +65,7 @@ class Step:
     problems: list[str] = field(default_factory=list)  # what could not be read
     observed: str = ""  # the status as it stands now (see module docstring)
     command_alive: bool = False  # its command's process group still runs
+    process_alive: bool = False  # the swarmctl that saved it in flight still runs
 
     @property
     def known_status(self) -> bool:
@@ -92,6 +93,8 @@ class Workflow:
     owner_pid: int | None
     owner_start: str | None
     owner_actor: str | None
+    owner_host: str | None
+    owner_lease: str | None
     rollback_by: str | None
     rollback_at: str | None
     rev: int
@@ -139,7 +142,7 @@ def load(conn: Conn, workflow_id: str) -> Workflow:
     if row is None:
         raise SwarmError("E_NOT_FOUND", f"no workflow {workflow_id}", details={"workflow": workflow_id})
     wf = Workflow(*row, steps=[_step(r) for r in rows.steps(conn, workflow_id)])
-    observe(wf)
+    observe(wf, conn)
     return wf
 
 
@@ -170,13 +173,28 @@ def _step(row: rows.StepRow) -> Step:
     return step
 
 
-def observe(wf: Workflow) -> None:
-    """Fill in what the saved states mean now (see the module docstring)."""
-    wf.owner_alive = pids.alive(wf.owner_pid, wf.owner_start)
+def observe(wf: Workflow, conn: Conn) -> None:
+    """Fill in what the saved states mean now (see the module docstring).
+
+    The pids of a workflow are of its owner's host. There they are asked; on another host
+    (swarmctl/hosts.py) a pid means nothing, and the owner, its step in flight and that step's
+    command count as alive until the owner's lease runs out."""
+    if wf.owner_host is None or wf.owner_host == hosts.host_id():
+        alive, group_alive = pids.alive, pids.group_alive
+        wf.owner_alive = alive(wf.owner_pid, wf.owner_start)
+    else:
+        leased = wf.owner_pid is not None and wf.owner_lease is not None and wf.owner_lease > rows.now(conn)
+
+        def alive(pid: int | None, start: str | None) -> bool:
+            return leased and pid is not None
+
+        group_alive = alive
+        wf.owner_alive = leased
     for s in wf.steps:
         s.observed = s.status
-        s.command_alive = s.status in IN_FLIGHT and pids.group_alive(s.command_pid, s.command_start)
-        if s.status in IN_FLIGHT and not s.command_alive and not pids.alive(s.pid, s.pid_start):
+        s.command_alive = s.status in IN_FLIGHT and group_alive(s.command_pid, s.command_start)
+        s.process_alive = s.status in IN_FLIGHT and alive(s.pid, s.pid_start)
+        if s.status in IN_FLIGHT and not s.command_alive and not s.process_alive:
             s.observed = "interrupted"
     held = wf.owner_alive or running_command(wf) is not None
     wf.observed = HELD[wf.state] if wf.state in HELD and not held else wf.state
@@ -191,7 +209,8 @@ def running_command(wf: Workflow) -> Step | None:
 def held_by_other(wf: Workflow) -> bool:
     """Whether another live process is acting on the workflow right now: another swarmctl, or
     a command that outlived the swarmctl that started it."""
-    other_owner = wf.state in ("pending", *HELD) and wf.owner_alive and wf.owner_pid != os.getpid()
+    mine = wf.owner_pid == os.getpid() and wf.owner_host in (None, hosts.host_id())
+    other_owner = wf.state in ("pending", *HELD) and wf.owner_alive and not mine
     return other_owner or orphaned_command(wf) is not None
 
 
@@ -199,19 +218,29 @@ def orphaned_command(wf: Workflow) -> Step | None:
     """A step whose command still runs though the swarmctl that started it is gone: nothing will
     record its outcome, and running it (or its rollback) again would run a second copy beside it."""
     step = running_command(wf)
-    return step if step is not None and not pids.alive(step.pid, step.pid_start) else None
+    return step if step is not None and not step.process_alive else None
+
+
+def holder(wf: Workflow) -> str:
+    """Who holds the workflow, in words: its pid, and its host and lease when elsewhere."""
+    if wf.owner_host is None or wf.owner_host == hosts.host_id():
+        return f"pid {wf.owner_pid}, {wf.owner_actor}"
+    return f"pid {wf.owner_pid} on host {wf.owner_host}, {wf.owner_actor}, leased until {wf.owner_lease}"
 
 
 def owner_view(wf: Workflow) -> dict[str, Any] | None:
     if wf.owner_pid is None:
         return None
-    return {"pid": wf.owner_pid, "actor": wf.owner_actor, "alive": wf.owner_alive}
+    return {
+        "pid": wf.owner_pid, "host": wf.owner_host, "actor": wf.owner_actor, "alive": wf.owner_alive,
+        "lease_until": wf.owner_lease,
+    }
 
 
 # --- saving --------------------------------------------------------------------------------
 
 
-def create(w: Writer, definition: dict[str, Any], source: str, base_dir: str, owner: pids.ProcessId) -> str:
+def create(w: Writer, definition: dict[str, Any], source: str, base_dir: str, owner: hosts.Owner) -> str:
     """A new workflow, `pending` and held by `owner`: its id."""
     wf_id = new_id()
     while rows.exists(w.conn, wf_id):
@@ -220,11 +249,11 @@ def create(w: Writer, definition: dict[str, Any], source: str, base_dir: str, ow
     return wf_id
 
 
-def insert(w: Writer, wf_id: str, definition: dict[str, Any], source: str, base_dir: str, owner: pids.ProcessId) -> None:
+def insert(w: Writer, wf_id: str, definition: dict[str, Any], source: str, base_dir: str, owner: hosts.Owner) -> None:
     rows.insert(
         w.conn, wf_id, name=definition["name"], description=definition.get("description"), source=source,
-        base_dir=base_dir, step_specs=definition["steps"], actor=w.actor, at=w.at, owner_pid=owner.pid,
-        owner_start=owner.start,
+        base_dir=base_dir, step_specs=definition["steps"], actor=w.actor, at=w.at, owner=owner,
+        lease=hosts.lease_until(w.at),
     )
 
 
@@ -236,12 +265,13 @@ def set_step(w: Writer, wf_id: str, idx: int, **columns: Any) -> None:
     rows.set_step(w.conn, wf_id, idx, w.at, **columns)
 
 
-def claim(w: Writer, wf_id: str, state: str, me: pids.ProcessId, **columns: Any) -> None:
-    set_workflow(w, wf_id, state=state, owner_pid=me.pid, owner_start=me.start, owner_actor=w.actor, **columns)
+def claim(w: Writer, wf_id: str, state: str, me: hosts.Owner, **columns: Any) -> None:
+    set_workflow(w, wf_id, state=state, owner_pid=me.pid, owner_start=me.start, owner_actor=w.actor,
+                 owner_host=me.host, owner_lease=hosts.lease_until(w.at), **columns)
 
 
 def release(w: Writer, wf_id: str, state: str, **columns: Any) -> None:
-    set_workflow(w, wf_id, state=state, owner_pid=None, owner_start=None, **columns)
+    set_workflow(w, wf_id, state=state, owner_pid=None, owner_start=None, owner_host=None, owner_lease=None, **columns)
 
 
 def settle(w: Writer, wf: Workflow) -> None:

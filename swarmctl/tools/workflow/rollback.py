@@ -13,7 +13,7 @@ import os
 import shlex
 from typing import Any
 
-from swarmctl import names, pids
+from swarmctl import hosts, names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import plain
@@ -40,6 +40,7 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     actor = ctx.require_actor()
     wf, radius = _assess(ctx, req, actor)
     guards.no_orphaned_command(wf)
+    _refuse_forbidden(wf, radius, actor)
     _refuse_blocked(wf, radius, req)
     store = ctx.store()
     with store.write(actor) as w:
@@ -109,6 +110,21 @@ def _assess(ctx: Context, req: WorkflowRollbackReq, actor: str) -> tuple[Workflo
     return wf, radius
 
 
+def _refuse_forbidden(wf: Workflow, radius: Radius, actor: str) -> None:
+    """E_FORBIDDEN, as the preview's `forbidden` blockers predicted (the same rules, asked again
+    here of the same snapshot's policy), before any other refusal."""
+    forbidden = [b for b in radius.blast_radius.blockers if b.code == "forbidden"]
+    if forbidden:
+        first = forbidden[0]
+        raise SwarmError(
+            "E_FORBIDDEN",
+            f"rollback of workflow {wf.id} forbidden by the store's policy: {first.message}",
+            details={"rule": first.rule, "actor": actor, "workflow": wf.id, "step": first.step,
+                     "refusals": plain(forbidden)},
+            hint="Someone the policy allows must roll it back; `swarmctl policy show` shows who.",
+        )
+
+
 def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> None:
     blockers = radius.blast_radius.blockers
     if blockers:
@@ -134,7 +150,7 @@ def _claim(w: Any, wf: Workflow, req: WorkflowRollbackReq) -> None:
             next=preview_call(wf.id, req),
         )
     records.settle(w, wf)
-    records.claim(w, wf.id, "rolling_back", pids.me(), rollback_by=w.actor, rollback_at=w.at)
+    records.claim(w, wf.id, "rolling_back", hosts.me(), rollback_by=w.actor, rollback_at=w.at)
 
 
 def _preview_hint(radius: Radius, confirm: dict[str, Any] | None) -> str:

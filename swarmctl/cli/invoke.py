@@ -1,0 +1,76 @@
+"""Running one command: its request built, its tool run, its envelope printed, its exit code.
+
+Every command the registry makes (cli/app.py) ends here. An argument the CLI itself cannot turn
+into the request (an option given twice, a K=V without =, a file it cannot read, a value
+outside its field's constraints) is bad usage: its error carries the usage text, which also
+goes to stderr. Ctrl-C or SIGTERM while the tool runs still ends in an envelope.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from typing import Any, Callable, NoReturn
+
+import typer
+
+from swarmctl import runner
+from swarmctl.cli.inert import inert
+from swarmctl.cli.options import Globals
+from swarmctl.cli.output import emit, wants_color
+from swarmctl.context import Context
+from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted
+from swarmctl.spec import Tool
+
+
+def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> NoReturn:
+    """Build the request, run the tool, print the envelope, exit with its status."""
+    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    try:
+        request = make_request()
+    except SwarmError as exc:
+        if exc.code == "E_INVALID_ARG" and usage:
+            exc.details.setdefault("usage", usage)
+            if not globals_.quiet:
+                print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
+        envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
+    except Exception as exc:
+        traceback.print_exc()
+        envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
+    else:
+        envelope = _run(tool, request, ctx, globals_)
+    emit(envelope, globals_, tool)
+    raise typer.Exit(exit_status(envelope))
+
+
+def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str, Any]:
+    ctx.progress = _progress_reporter(globals_)
+    ctx.on_warning = _warn
+    started = time.perf_counter()
+    try:
+        return runner.run(tool, request, ctx)
+    except KeyboardInterrupt as exc:
+        elapsed_ms = int((time.perf_counter() - started) * 1000)
+        return failure(tool.name, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
+    finally:
+        if ctx.progress is not None:
+            ctx.progress.close()
+
+
+def _warn(message: str) -> None:
+    print(f"swarmctl: warning: {inert(message)}", file=sys.stderr)
+
+
+def _progress_reporter(globals_: Globals) -> Any:
+    """Progress for people on stderr, only when it is a terminal (Rich is imported only then)."""
+    if globals_.quiet:
+        return None
+    try:
+        if not sys.stderr.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    from swarmctl.cli.progress import StepProgress
+
+    return StepProgress(sys.stderr, color=wants_color(globals_.color))

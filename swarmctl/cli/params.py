@@ -1,0 +1,127 @@
+"""A command's parameters, read from the fields of its tool's request type.
+
+Each field becomes a Typer option or argument: its help is the field's description, its
+metavar, flags and completion come from its `Cli`, and its type from its annotation. Typer
+parses the words into values of that type; whether a value is within its field's constraints
+(a Range, a Literal's words, a length) is not Typer's to say but `swarmctl.constraints`', the
+check the JSON doors make too (cli/convert.py calls it). So the types below keep what the help
+shows (`[1<=x<=1000]`, `<json|table>`) and the shell completes, and check nothing more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import typer
+from typer._click.types import IntParamType, IntRange
+from typer._types import TyperChoice
+
+from swarmctl.spec import MAX_INT, Range, cli_of, long_flag, unoptional
+
+
+class Words(TyperChoice):
+    """A Literal's words, for the help's metavar and for completion; any word passes."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return value
+
+
+class Bounded(IntRange):
+    """A whole number; its bounds are shown in the help (`[1<=x<=1000]`), not enforced here."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return IntParamType.convert(self, value, param, ctx)  # a whole number, as IntRange reads it; no range check
+
+
+def parse_op_spec(text: str) -> int | str:
+    """An op as typed: a whole number, or @ (which numbers are ops is `constraints`' to say)."""
+    text = text.strip()
+    if text == "@":
+        return "@"
+    if not text.isdigit():
+        raise typer.BadParameter(f"{text!r} is not an op number (a whole number from 1) or @")
+    return int(text)
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a whole number") from None
+
+
+def _is_op_spec(annotation: Any) -> bool:
+    return any(get_origin(a) is Literal and get_args(a) == ("@",) for a in get_args(annotation))
+
+
+def _completer(source: str) -> typing.Callable[..., Any]:
+    """A completion callback that imports the completion code only when the shell asks."""
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+        from swarmctl.cli import complete
+
+        return complete.SOURCES[source](ctx, incomplete)
+
+    return complete
+
+
+def _parsed_as(f: dataclasses.Field, base: Any, options: dict[str, Any]) -> Any:
+    """The Python type Typer parses the field as, with the parser or click type it needs in `options`."""
+    bounds = None
+    if get_origin(base) is Annotated:
+        base, *extras = get_args(base)
+        bounds = next((e for e in extras if isinstance(e, Range)), None)
+    if _is_op_spec(base):
+        options["parser"] = parse_op_spec
+        return str
+    if cli_of(f).parse in ("kv", "file") or get_origin(base) is list:
+        return list[str]
+    if cli_of(f).parse in ("text", "json"):
+        return str
+    if get_origin(base) is Literal:
+        options["click_type"] = Words(get_args(base))
+        return str
+    if base is int and (bounds is None or bounds.le == MAX_INT):
+        options["parser"] = parse_int  # an op number or the like: bounded by SQLite, not worth a line of help
+        return str
+    if base is int:
+        options["click_type"] = Bounded(bounds.ge, bounds.le)
+    return base
+
+
+def _default(f: dataclasses.Field, py_type: Any) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return None if py_type == list[str] else f.default_factory()  # type: ignore[misc]
+    return inspect.Parameter.empty
+
+
+def param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
+    """The Typer parameter of a request field."""
+    cli = cli_of(f)
+    base = unoptional(annotation)
+    options: dict[str, Any] = {"help": f.metadata.get("description"), "show_default": False}
+    if cli.metavar:
+        options["metavar"] = cli.metavar
+    if cli.hidden:
+        options["hidden"] = True
+    if cli.complete:
+        options["autocompletion"] = _completer(cli.complete)
+    py_type = _parsed_as(f, base, options)
+    default = _default(f, py_type)
+    plain = get_args(base)[0] if get_origin(base) is Annotated else base
+    if plain is not bool and "metavar" not in options and get_origin(plain) is not Literal:
+        options["metavar"] = "N" if plain is int else f.name.upper()
+    if default not in (None, False, inspect.Parameter.empty) and not cli.positional:
+        options["show_default"] = True  # e.g. `-n, --limit N  ... [default: 50]`
+    if cli.positional:
+        info = typer.Argument(**options)
+    else:
+        info = typer.Option(long_flag(f), *[flag for flag in cli.flags if not flag.startswith("--")], **options)
+    if default is None:
+        py_type = py_type | None
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[py_type, info])

@@ -1,0 +1,105 @@
+"""Reading argv before (or beside) Typer: which command it names, and what Click would let pass.
+
+Building every command means importing every tool area, and a command needs only its own:
+`tools_for` finds the command word the way Click will (a global option that takes a value
+consumes the next word). `options_given_twice` finds an option given twice, which Click would
+let the last win. Both read the global options from their one declaration (cli/options.py).
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import get_origin
+
+from swarmctl import registry
+from swarmctl.cli.doors import DOORS
+from swarmctl.cli.options import GLOBAL_OPTIONS, VALUE_FLAGS
+from swarmctl.cli.output import is_utf8
+from swarmctl.spec import Tool, cli_of, long_flag, unoptional
+from swarmctl.twice import twice
+
+def tools_for(args: list[str]) -> list[Tool] | None:
+    """The tools a command line needs built: the one it names, else its area's, else all (None)."""
+    words = iter(args)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word == "--version":
+            return []
+        if word in VALUE_FLAGS:
+            next(words, None)
+            continue
+        if word.startswith("-"):
+            continue
+        if word in DOORS:
+            return []  # `mcp`, `call` and `completion` find their tools themselves
+        if word not in registry.AREAS:
+            return None
+        following = next(words, None)
+        named = registry.by_command((word, following)) or registry.by_command((word,))
+        return [named] if named else registry.area(word)
+    return None
+
+
+def _own_flags(tool: Tool) -> dict[str, tuple[str, bool, bool]]:
+    """Each flag of the tool's options: (its long flag, takes a value, repeatable)."""
+    hints = typing.get_type_hints(tool.request)
+    own: dict[str, tuple[str, bool, bool]] = {}
+    for f in tool.fields():
+        cli = cli_of(f)
+        if not cli.positional:
+            repeatable = bool(cli.parse) or get_origin(unoptional(hints[f.name])) is list
+            for flag in {long_flag(f), *cli.flags}:
+                own[flag] = (long_flag(f), hints[f.name] is not bool, repeatable)
+    return own
+
+
+def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
+    """The options `args` gives more than once: global ones (before or after the command) and
+    the tool's single-valued ones. Click would keep the last; a field named twice is an error
+    at the JSON doors, and so here (`--as a ... --as b` must never pass silently).
+
+    The words are read as Click reads them: an option that takes a value consumes the next word
+    (so `-m "-mighty fix"` is one option), and nothing after `--` is an option.
+    """
+    own = _own_flags(tool)
+    given: list[str] = []  # the single-valued options, as often as they were given
+    path, in_command, i = list(tool.cli), False, 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            break
+        if word.startswith("-") and len(word) > 1:
+            name, joined = (word.partition("=")[0], "=" in word) if word.startswith("--") else (word[:2], len(word) > 2)
+            if name in VALUE_FLAGS:
+                key, takes_value, repeatable = VALUE_FLAGS[name], True, False
+            elif in_command and name in own:
+                key, takes_value, repeatable = own[name]
+            else:
+                i += 1
+                continue
+            if not repeatable:
+                given.append(key)
+            if takes_value and not joined:
+                i += 1  # the option's value, whatever it looks like
+        elif not in_command and path and word == path[0]:
+            path.pop(0)
+            in_command = not path
+        i += 1
+    return twice(given)
+
+
+def quiet_given(args: list[str]) -> bool:
+    """-q/--quiet anywhere on the command line (before `--`), for errors found before it is parsed."""
+    words = args[: args.index("--")] if "--" in args else args
+    return any(flag in words for o in GLOBAL_OPTIONS if o.name == "quiet" for flag in o.flags)
+
+
+def command_in(args: list[str]) -> Tool | None:
+    """The tool an argument list names, found without parsing it (for an error's `op`)."""
+    words = [a for a in args if not a.startswith("-") and is_utf8(a)]
+    for start in range(len(words)):
+        for count in (2, 1):
+            if (tool := registry.by_command(tuple(words[start : start + count]))) is not None:
+                return tool
+    return None

@@ -1,0 +1,123 @@
+"""JSON text a caller sent, read with the one check for a field named twice (swarmctl/twice.py).
+
+A field named twice is E_INVALID_ARG at every door, never last-one-wins. `swarmctl call` and
+`call --lines` read their JSON with `parse_arguments`; an MCP transport (stdio in mcp.py, or
+HTTP) reads each JSON-RPC message with `read_pairs`, which keeps every pair of every object,
+and asks `named_twice` about the message and `arguments_named_twice` about a `tools/call`'s
+arguments. The CLI counts the options it was given and asks `twice` too.
+
+This module imports neither pydantic nor the MCP SDK: an HTTP middleware can use it as is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from swarmctl import limits
+from swarmctl.envelope import SwarmError
+from swarmctl.twice import twice
+
+
+class DuplicateField(ValueError):
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if repeated := twice(key for key, _ in pairs):
+        raise DuplicateField(repeated)
+    return dict(pairs)
+
+
+def parse_arguments(text: str, what: str = "the arguments") -> Any:
+    """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
+    is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
+    limits.check_size(text, what)
+    limits.check_json_depth(text, what)
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
+        raise limits.too_deep(what, limits.max_json_depth()) from None
+    except DuplicateField as exc:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"a field is named twice: {exc}",
+            details={"fields": exc.names},
+            hint="Name each field once.",
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"arguments are not valid JSON: {exc}", details={"position": exc.pos}) from None
+
+
+# --- a JSON-RPC message, read with every pair kept ----------------------------------------
+
+
+class Pairs(list):
+    """A JSON object as its list of (key, value) pairs, duplicates kept."""
+
+    def get(self, key: str) -> Any:
+        return next((value for k, value in self if k == key), None)
+
+
+def read_pairs(text: str) -> Any:
+    """JSON text with each object as `Pairs`; ValueError (or RecursionError) if it is not JSON."""
+    return json.loads(text, object_pairs_hook=Pairs)
+
+
+def call_arguments(message: Any) -> Any:
+    """What a `tools/call` message read by `read_pairs` sends as `params.arguments` (None if
+    it is no tools/call or sends none)."""
+    if not isinstance(message, Pairs) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    return params.get("arguments") if isinstance(params, Pairs) else None
+
+
+def named_twice(message: Any) -> list[str]:
+    """The keys named twice in an object of `message` (read by `read_pairs`), outside a
+    tools/call's `arguments` (those are the tool's to refuse, with an envelope: see
+    `arguments_named_twice`)."""
+    skip = call_arguments(message)
+    repeated: dict[str, None] = {}
+    stack: list[Any] = [message]
+    while stack:
+        node = stack.pop()
+        if node is skip and skip is not None:
+            continue
+        if isinstance(node, Pairs):
+            repeated.update(dict.fromkeys(twice(key for key, _ in node)))
+            stack.extend(value for _, value in node)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return list(repeated)
+
+
+def arguments_named_twice(line: str) -> SwarmError | None:
+    """E_INVALID_ARG if `line` is a `tools/call` whose `arguments` name a field twice (or are too
+    big or too deep: `parse_arguments`), else None.
+
+    The line is read keeping every pair of every object, so nothing is collapsed; the
+    arguments are written back as the text they were and checked by `parse_arguments`, the
+    check `swarmctl call` makes on its own JSON.
+    """
+    try:
+        arguments = call_arguments(read_pairs(line))
+    except (ValueError, RecursionError):
+        return None  # not JSON: the transport answers it as a parse error
+    if not isinstance(arguments, Pairs):
+        return None
+    try:
+        parse_arguments(_as_json(arguments))
+    except SwarmError as exc:
+        return exc
+    return None
+
+
+def _as_json(node: Any) -> str:
+    if isinstance(node, Pairs):
+        return "{" + ",".join(json.dumps(k) + ":" + _as_json(v) for k, v in node) + "}"
+    if isinstance(node, list):
+        return "[" + ",".join(_as_json(v) for v in node) + "]"
+    return json.dumps(node)
