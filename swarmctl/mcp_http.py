@@ -21,6 +21,10 @@ ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
   worker thread behind a limiter, shielded: a call whose client went away runs to completion.
 
 Imported only by `swarmctl mcp --http`: uvicorn is imported nowhere else.
+
+Why this module is long: the four layers above are one request's path from the socket to the
+tool, each a few dozen lines that read the same options; kept together they read in the
+order a request meets them.
 """
 
 from __future__ import annotations
