@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from swarmctl import names, pids
+from swarmctl import limits, names, pids
 from swarmctl.envelope import SwarmError
 
 DEFAULT_LEASE_S = 30.0
@@ -71,20 +71,7 @@ def _pid_namespace() -> str:
 def lease_s() -> float:
     """SWARMCTL_LEASE_S: how long another host takes a workflow's owner for alive after it last
     renewed its lease (seconds, default 30)."""
-    raw = os.environ.get("SWARMCTL_LEASE_S")
-    if raw is None:
-        return DEFAULT_LEASE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not MIN_LEASE_S <= value <= MAX_LEASE_S:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"SWARMCTL_LEASE_S={raw!r} must be a number of seconds from {MIN_LEASE_S:g} to {MAX_LEASE_S:g}",
-            details={"variable": "SWARMCTL_LEASE_S", "value": raw},
-        )
-    return value
+    return limits.seconds("SWARMCTL_LEASE_S", DEFAULT_LEASE_S, MIN_LEASE_S, MAX_LEASE_S)
 
 
 def lease_until(at: str) -> str:

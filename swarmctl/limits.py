@@ -37,6 +37,25 @@ def _setting(name: str, default: int) -> int:
     return value
 
 
+def seconds(name: str, default: float, low: float, high: float, span: str | None = None) -> float:
+    """A duration setting in seconds from the environment variable `name`: `default` when unset,
+    E_INVALID_ARG when it is not a number from `low` to `high` (said as `span`)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not low <= value <= high:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"{name}={raw!r} must be a number of seconds from {span or f'{low:g} to {high:g}'}",
+            details={"variable": name, "value": raw},
+        )
+    return value
+
+
 def max_json_depth() -> int:
     return _setting("SWARMCTL_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH)
 

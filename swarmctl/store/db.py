@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from swarmctl import limits
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, policies
@@ -206,20 +207,7 @@ DEFAULT_CLOCK_SKEW_S = 300.0
 def clock_skew_s() -> float:
     """SWARMCTL_CLOCK_SKEW_S: how far ahead of this writer's clock the newest op may be before
     it is taken for the work of a clock that ran ahead (default 300 seconds)."""
-    raw = os.environ.get("SWARMCTL_CLOCK_SKEW_S")
-    if raw is None:
-        return DEFAULT_CLOCK_SKEW_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 10 * 365 * 86400:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"SWARMCTL_CLOCK_SKEW_S={raw!r} must be a number of seconds from 0 to 315360000 (ten years)",
-            details={"variable": "SWARMCTL_CLOCK_SKEW_S", "value": raw},
-        )
-    return value
+    return limits.seconds("SWARMCTL_CLOCK_SKEW_S", DEFAULT_CLOCK_SKEW_S, 0, 10 * 365 * 86400, "0 to 315360000 (ten years)")
 
 
 def op_time(now: str, newest: str | None) -> str:
