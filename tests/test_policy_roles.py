@@ -11,6 +11,7 @@ the map (the store's administrator).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -44,7 +45,7 @@ actors = ["human/*"]
 others = ["human/*"]
 
 [run]
-actors = ["human/*", "agent/*"]
+actors = ["human/*", "agent/worker-17"]
 definitions = ["{flows}/**"]
 
 [roles]
@@ -323,9 +324,9 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
         (AS_AGENT + "INSERT INTO workflows(id, name, state, source, base_dir, created_by, created_at, updated_at, owner_actor, rev) "
          "VALUES ('wf-spoof', 'x', 'pending', '/tmp/x.toml', '/tmp', 'human/alice', 'at', 'at', 'human/alice', 0)",
          "a workflow started by human/alice"),
-        (AS_AGENT + "INSERT INTO workflows(id, name, state, source, base_dir, created_by, created_at, updated_at, owner_actor, rev) "
-         f"VALUES ('wf-evil', 'x', 'pending', '/tmp/evil.toml', '/tmp', '{AGENT}', 'at', 'at', '{AGENT}', 0)",
-         "not a workflow definition this store runs"),
+        ("SET swarm.actor = 'agent/worker-42'; INSERT INTO workflows(id, name, state, source, base_dir, created_by, created_at, "
+         "updated_at, owner_actor, rev) VALUES ('wf-evil', 'x', 'pending', '/tmp/evil.toml', '/tmp', 'agent/worker-42', 'at', 'at', "
+         "'agent/worker-42', 0)", "agent/worker-42 may not run workflows"),
     ],
     "workflow_steps": [
         (AS_AGENT + f"UPDATE workflow_steps SET approved_by = '{AGENT}', status = 'success' WHERE kind = 'approval'",
@@ -456,6 +457,8 @@ def test_everything_an_agent_may_do_through_swarmctl_passes_the_guard(prepared, 
     sw.ok(*agent, "tx", "begin")
     sw.ok(*agent, "tx", "set", "feature/c", made["changeset"]["id"])
     assert sw.ok(*agent, "tx", "commit")["op"] > 0
+    reverted = sw.ok(*agent, "op", "revert", "--ref", "feature/c")  # op_reverts, by its own op
+    assert sw.ok(*agent, "op", "undo", str(reverted["op"]))["undone"] == reverted["op"]
     (sw.tmp / "flows" / "agent.toml").write_text(FLOW.format(ref="feature/flow"))
     ran = sw(*agent, "workflow", "run", "agent.toml", cwd=sw.tmp / "flows")
     assert ran.result["workflow"]["state"] == "awaiting_approval", ran.stdout
@@ -469,3 +472,28 @@ def test_everything_an_agent_may_do_through_swarmctl_passes_the_guard(prepared, 
     token = sw.ok(*human, "token", "create", AGENT)
     assert sw.ok(*human, "op", "undo", str(token["id"]))["undone"] == token["id"]
     assert sw.ok("--repo", cluster.url(), "store", "check")["problems"] == []
+
+
+def test_the_roles_rule_refuses_and_allows_alike_at_every_door(prepared, cluster):
+    """CLI, `swarmctl call` and MCP (stdio) on the agent role: the same refusal of a spoofed
+    actor, and each door's own write as the agent verified by the database."""
+    from mcp_client import McpClient
+
+    url = cluster.url("swarm_agent")
+
+    def doors(actor: str, name: str) -> list[dict]:
+        arguments = {"name": name, "target": "work"}
+        cli = prepared("--repo", url, "--as", actor, "ref", "set", f"{name}-cli", "work").envelope
+        call = prepared("--repo", url, "--as", actor, "call", "ref_set", json.dumps({**arguments, "name": f"{name}-call"})).envelope
+        with McpClient(url, actor, cwd=prepared.tmp) as client:
+            mcp = client.envelope("ref_set", {**arguments, "name": f"{name}-mcp"})
+        return [cli, call, mcp]
+
+    refused = doors("human/alice", "feature/spoof")
+    for envelope in refused:
+        envelope["meta"].pop("elapsed_ms")
+        assert envelope["error"]["code"] == "E_FORBIDDEN" and envelope["error"]["details"]["rule"] == "roles", envelope
+        assert envelope["meta"]["auth"] == "none"
+    assert refused[0] == refused[1] == refused[2]
+    for envelope in doors(AGENT, "feature/door"):
+        assert envelope["ok"] and envelope["meta"]["auth"] == "database", envelope

@@ -50,7 +50,6 @@ def rules_json(policy: rules.Policy | None) -> str:
         "approve_self": policy.approve_self,
         "workflow_others": _regexes(policy.workflow_others),
         "run_actors": _regexes(policy.run_actors),
-        "run_definitions": _regexes(policy.run_definitions),
     })
 
 
