@@ -92,6 +92,7 @@ class Context:
         self.tools: Callable[[], Mapping[str, Tool]] | None = None
         self.repo = repo
         self._auth = auth  # set by a door that checked the actor itself ("token")
+        self._db_auth: str | None = None  # what the store's database says of the actor (Store.auth_of)
         self.actor = actor
         self.cwd = cwd if cwd is not None else Path.cwd()
         self.readonly = readonly
@@ -112,8 +113,8 @@ class Context:
         [roles]), "trust" (declared, and well-formed) or "none"."""
         if self._auth is not None:
             return self._auth
-        if self._store is not None and self._store.verified and self.actor:
-            return "database"
+        if self._db_auth is not None:
+            return self._db_auth
         return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
 
     @property
@@ -146,6 +147,7 @@ class Context:
                 self._store, self._borrowed = self._stores.get(self._stores.target(self))
             else:
                 self._store = Store.open(self.target(), readonly=self.readonly)
+            self._db_auth = self._store.auth_of(self.actor)
         return self._store
 
     def adopt(self, store: Store) -> Store:

@@ -253,6 +253,14 @@ def may_act_as(actor: str, role: str, globs: tuple[str, ...]) -> Refusal | None:
     return Refusal("roles", actor, f"the database role {role} may not act as {actor}", globs, {"role": role})
 
 
+def unmapped(role: str, actor: str, roles: tuple[str, ...]) -> Refusal:
+    """A session of database role `role`, in none of the `[roles]` map's `roles`, writing."""
+    return Refusal(
+        "roles", actor, f"the database role {role} is not in the store's [roles] map, so it may not write",
+        tuple(f"role {r}" for r in roles), {"role": role},
+    )
+
+
 def refuse(refusal: Refusal | None) -> None:
     if refusal is not None:
         raise refusal.error()

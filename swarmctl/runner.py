@@ -36,7 +36,7 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         auth=ctx.auth,
     )
     envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
-    return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth == "trust" else None)
+    return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth in ("trust", "database") else None)
 
 
 # A file's content is kept as bytes, where a NUL is a byte like any other.

@@ -105,11 +105,13 @@ EXAMPLE_ACTOR = "agent/worker-17"  # who runs the examples
 
 class Call(NamedTuple):
     """A call an example makes first, to set the store up, and the outcome it must have:
-    "ok", or the error code it fails with (how an example reaches a failed workflow)."""
+    "ok", or the error code it fails with (how an example reaches a failed workflow); `actor`
+    makes it as another actor than the example's (a workflow of someone else's, say)."""
 
     tool: str
     arguments: dict[str, Any] = {}
     outcome: str = "ok"
+    actor: str | None = None
 
 
 class Example(NamedTuple):

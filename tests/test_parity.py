@@ -125,7 +125,7 @@ def _demo_store(sw: Swarm, example: Example) -> Path:
     write_files(sw.tmp, example.files)
     for call in example.setup:
         arguments = fill(call.arguments, sw.store)
-        ran = sw("--repo", str(sw.store), "--as", ACTOR, "call", call.tool, json.dumps(arguments))
+        ran = sw("--repo", str(sw.store), "--as", call.actor or ACTOR, "call", call.tool, json.dumps(arguments))
         assert outcome_of(ran.envelope) == call.outcome, ran.transcript() + ran.stderr
     shutil.copytree(sw.store, pristine)
     return pristine

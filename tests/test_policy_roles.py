@@ -10,6 +10,8 @@ the map (the store's administrator).
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +24,9 @@ from pgcluster import DATABASE, Cluster, server_bin
 
 PASSWORD = {"super": "super-secret-1", "swarm_agent": "agent-pass-2", "swarm_human": "human-pass-3"}
 SCHEMA = "roles_store"
+AGENT = "agent/worker-17"
+# Every rule kind, so the database is seen to hold a role to each; `{flows}` is the folder the
+# store runs workflow definitions from.
 POLICY = """\
 admins = ["human/*"]
 
@@ -29,9 +34,35 @@ admins = ["human/*"]
 refs = ["release/*"]
 actors = ["human/*"]
 
+[undo]
+others = ["human/*"]
+
+[approve]
+self = false
+actors = ["human/*"]
+
+[workflow]
+others = ["human/*"]
+
+[run]
+actors = ["human/*", "agent/worker-17"]
+definitions = ["{flows}/**"]
+
 [roles]
 swarm_agent = ["agent/*"]
 swarm_human = ["human/*"]
+"""
+FLOW = """\
+name = "promote"
+[[step]]
+name = "stage"
+ref_set = {{ name = "{ref}", to = "work" }}
+[[step]]
+name = "sign-off"
+approval = "a person signs off"
+[[step]]
+name = "ship"
+ref_set = {{ name = "{ref}-shipped", to = "work" }}
 """
 
 
@@ -83,21 +114,26 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def store(cluster):
-    """The store: release/v1 and work by human/alice, then the policy, then the two roles' grants."""
+    """The store: release/v1 and work (with a file) by human/alice, then the policy, then the
+    two roles' grants: every privilege on the tables but the owner's (TRUNCATE too, to see the
+    guard refuse it), as a careless DBA might grant them."""
     from swarm import Swarm
 
     mp = pytest.MonkeyPatch()
     sw = Swarm(Path(tempfile.mkdtemp(prefix="swarmctl-roles-")), mp)
+    (sw.tmp / "flows").mkdir()
+    sw.policy = POLICY.format(flows=(sw.tmp / "flows").resolve())
     admin = ("--repo", cluster.url(), "--as", "human/alice")
+    (sw.tmp / "NOTES.md").write_text("notes\n")
     sw.ok("--as", "human/alice", "init", cluster.url())
     sw.ok(*admin, "changeset", "create", "-m", "v1", "--ref", "release/v1")  # op 2
-    sw.ok(*admin, "changeset", "create", "-m", "w", "--ref", "work")  # op 3
-    (sw.tmp / "policy.toml").write_text(POLICY)
+    sw.ok(*admin, "changeset", "create", "-m", "w", "--ref", "work", "--file", "NOTES.md", cwd=sw.tmp)  # op 3
+    (sw.tmp / "policy.toml").write_text(sw.policy)
     sw.ok(*admin, "policy", "set", "policy.toml", cwd=sw.tmp)  # op 4
     for role in ("swarm_agent", "swarm_human"):
         cluster.psql(
             f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}; "
-            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}; "
+            f"GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}; "
             f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {role}",
             database=DATABASE,
         )
@@ -153,10 +189,311 @@ def test_the_database_refuses_an_agent_role_that_goes_around_swarmctl(store, clu
 
 
 def test_an_admin_role_changes_the_policy_and_an_agent_role_cannot(store, cluster):
-    (store.tmp / "second.toml").write_text(POLICY + '\n[undo]\nothers = ["human/*"]\n')
+    (store.tmp / "second.toml").write_text(store.policy.replace('self = false', 'self = true'))
     denied = store("--repo", cluster.url("swarm_agent"), "--as", "agent/worker-17", "policy", "set", "second.toml", cwd=store.tmp)
     assert denied.error["code"] == "E_FORBIDDEN" and denied.error["details"]["rule"] == "admins", denied.stdout
     human = ("--repo", cluster.url("swarm_human"), "--as", "human/bob")
     made = store.ok(*human, "policy", "set", "second.toml", cwd=store.tmp)
     assert store.ok(*human, "op", "undo", str(made["op"]))["undone"] == made["op"]
-    assert store.ok(*human, "policy", "show")["policy"] == POLICY
+    assert store.ok(*human, "policy", "show")["policy"] == store.policy
+
+
+# --- the database's guard, table by table ---------------------------------------------------------
+
+AS_AGENT = f"SET swarm.actor = '{AGENT}'; "
+# An op of the agent's own, numbered as swarmctl numbers one: what a client must do before it
+# may add anything an op adds.
+OWN_OP = (
+    "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
+    f"SELECT last_op, 'ref_set', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head; "
+)
+
+
+def in_own_op(sql: str) -> str:
+    return f"BEGIN; {AS_AGENT}{OWN_OP}{sql}; COMMIT"
+
+
+# For each table of the store's schema, writes by the agent's role (declaring its own actor,
+# unless said) that would break a rule, and what the refusal says.
+ATTACKS: dict[str, list[tuple[str, str]]] = {
+    "meta": [
+        ("UPDATE meta SET value = '{}' WHERE key = 'policy_rules'", "writes only as the actor it declares"),
+        (AS_AGENT + "UPDATE meta SET value = '{}' WHERE key = 'policy_rules'", "only an admin changes the policy"),
+        (in_own_op("UPDATE meta SET value = '{\"roles\": {}}' WHERE key = 'policy_rules'"), "only an admin changes the policy"),
+        (AS_AGENT + "UPDATE meta SET value = '99' WHERE key = 'format'", "store's format"),
+        (AS_AGENT + "DELETE FROM meta WHERE key = 'format'", "store's format"),
+    ],
+    "head": [
+        (AS_AGENT + "UPDATE head SET last_op = last_op + 5", "head row"),
+        (AS_AGENT + "UPDATE head SET last_op = last_op - 1", "head row"),
+        (AS_AGENT + "DELETE FROM head", "head row"),
+        (in_own_op("UPDATE head SET last_op = last_op + 1"), "head row"),
+    ],
+    "ops": [
+        (AS_AGENT + f"UPDATE ops SET actor = '{AGENT}' WHERE op = 2", "may not be rewritten"),
+        (AS_AGENT + "DELETE FROM ops WHERE op = 2", "may not be rewritten"),
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
+         "SELECT last_op, 'ref_set', 'human/alice', '2026-12-01T00:00:00.000Z', 'spoof' FROM head; COMMIT", "names actor human/alice"),
+        (AS_AGENT + "INSERT INTO ops(op, kind, actor, at, description) "
+         f"SELECT last_op + 1, 'ref_set', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head", "not the op this transaction"),
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description, undoes) "
+         f"SELECT last_op, 'undo', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x', 2 FROM head; COMMIT", "may not undo op 2"),
+        (in_own_op("UPDATE ops SET description = 'y' WHERE op = (SELECT last_op FROM head)"), "may not be rewritten"),
+    ],
+    "changesets": [
+        (AS_AGENT + "INSERT INTO changesets SELECT 'ff' || id, op, message, actor, at, parents, metadata, files FROM changesets LIMIT 1",
+         "added only with the op"),
+        (in_own_op("INSERT INTO changesets(id, op, message, actor, at, parents, metadata, files) "
+                   "SELECT 'cafe01', last_op, 'm', 'human/alice', 'at', '[]', '{}', '{}' FROM head"), "names actor human/alice"),
+        (AS_AGENT + "UPDATE changesets SET message = 'evil'", "never changed or removed"),
+        (AS_AGENT + "DELETE FROM changesets", "never changed or removed"),
+    ],
+    "ref_moves": [
+        (in_own_op(f"INSERT INTO ref_moves(op, seq, name, old, new, actor, kind) SELECT last_op, 0, 'release/v1', NULL, NULL, '{AGENT}', 'ref_set' FROM head"),
+         "may not move ref release/v1"),
+        (in_own_op("INSERT INTO ref_moves(op, seq, name, old, new, actor, kind) SELECT last_op, 0, 'feature/q', NULL, NULL, 'human/alice', 'ref_set' FROM head"),
+         "names actor human/alice"),
+        (AS_AGENT + f"UPDATE ref_moves SET actor = '{AGENT}'", "never changed or removed"),
+        (AS_AGENT + "DELETE FROM ref_moves", "never changed or removed"),
+    ],
+    "blobs": [
+        (AS_AGENT + "INSERT INTO blobs VALUES ('b0', 1, 'x')", "added only with the op"),
+        (AS_AGENT + "UPDATE blobs SET content = 'evil'", "never changed or removed"),
+        (AS_AGENT + "DELETE FROM blobs", "never changed or removed"),
+    ],
+    "refs": [
+        (AS_AGENT + "UPDATE refs SET target = (SELECT target FROM refs WHERE name = 'work') WHERE name = 'release/v1'",
+         "changes only with the op"),
+        (AS_AGENT + "DELETE FROM refs WHERE name = 'release/v1'", "changes only with the op"),
+        (AS_AGENT + "UPDATE refs SET op = op WHERE name = 'work'", "changes only with the op"),  # not protected, but no op
+        (in_own_op("UPDATE refs SET op = (SELECT last_op FROM head) WHERE name = 'release/v1'"), "may not move ref release/v1"),
+        (in_own_op("INSERT INTO refs(name, target, op) SELECT 'release/v9', target, (SELECT last_op FROM head) FROM refs WHERE name = 'work'"),
+         "may not move ref release/v9"),
+        (in_own_op("DELETE FROM refs WHERE name = 'release/v1'"), "may not move ref release/v1"),
+    ],
+    "time_breaks": [
+        (AS_AGENT + "INSERT INTO time_breaks VALUES (2)", "added only with the op"),
+        (in_own_op("INSERT INTO time_breaks VALUES (2)"), "added only with the op"),
+    ],
+    "op_reverts": [
+        (in_own_op("INSERT INTO op_reverts SELECT last_op, 2 FROM head"), "may not undo op 2"),
+        (AS_AGENT + "INSERT INTO op_reverts VALUES (3, 2)", "added only with the op"),
+    ],
+    "tokens": [
+        # A token for a person, made by an op of the agent's own: it would let the agent act as
+        # human/x over `swarmctl mcp --http`.
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
+         f"SELECT last_op, 'token_create', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head; "
+         "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) "
+         f"SELECT last_op, 'deadbeef', 'human/x', '{AGENT}', 'at', '2099-01-01T00:00:00.000Z', false FROM head; COMMIT",
+         "only an admin makes or revokes tokens"),
+        (AS_AGENT + "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) "
+         f"VALUES (2, 'beef', 'human/x', '{AGENT}', 'at', '2099-01-01T00:00:00.000Z', false)", "only an admin"),
+        (AS_AGENT + "UPDATE tokens SET actor = 'human/alice'", "only an admin"),
+        (AS_AGENT + "UPDATE tokens SET expires_at = '2999-01-01T00:00:00.000Z'", "only an admin"),
+        (in_own_op("UPDATE tokens SET revoked_at = 'now', revoked_op = (SELECT last_op FROM head)"), "only an admin"),
+        (AS_AGENT + "DELETE FROM tokens", "only an admin"),
+    ],
+    "policies": [
+        (AS_AGENT + "DELETE FROM policies", "only an admin changes the policy"),
+        (AS_AGENT + "UPDATE policies SET text = NULL", "only an admin changes the policy"),
+        (in_own_op("INSERT INTO policies SELECT last_op, NULL FROM head"), "only an admin changes the policy"),
+    ],
+    "txs": [
+        (AS_AGENT + "UPDATE txs SET state = 'RolledBack' WHERE actor = 'human/alice'", "human/alice's"),
+        (AS_AGENT + f"UPDATE txs SET actor = '{AGENT}' WHERE actor = 'human/alice'", "human/alice's"),
+        (AS_AGENT + "INSERT INTO txs(actor, state, base_op, revision, max_revisions, begun_at) "
+         "VALUES ('human/bob', 'Active', 1, 0, 10, 'at')", "human/bob's"),
+        (AS_AGENT + "DELETE FROM txs", "never removed"),
+        ("SET swarm.actor = 'human/alice'; UPDATE txs SET state = 'RolledBack' WHERE actor = 'human/alice'",
+         "may not act as human/alice"),
+    ],
+    "tx_revisions": [
+        (AS_AGENT + "DELETE FROM tx_revisions", "a transaction of human/alice"),
+        (AS_AGENT + "UPDATE tx_revisions SET new = NULL", "a transaction of human/alice"),
+        (AS_AGENT + "INSERT INTO tx_revisions SELECT tx, revision + 1, name, new, at FROM tx_revisions", "a transaction of human/alice"),
+    ],
+    "tx_baselines": [
+        (AS_AGENT + "DELETE FROM tx_baselines", "a transaction of human/alice"),
+        (AS_AGENT + "UPDATE tx_baselines SET old = NULL", "a transaction of human/alice"),
+    ],
+    "workflows": [
+        (AS_AGENT + "UPDATE workflows SET state = 'cancelled'", "may not change workflow"),
+        (AS_AGENT + "UPDATE workflows SET source = '/tmp/evil.toml'", "source of workflow"),
+        (AS_AGENT + "DELETE FROM workflows", "never removed"),
+        (AS_AGENT + "INSERT INTO workflows(id, name, state, source, base_dir, created_by, created_at, updated_at, owner_actor, rev) "
+         "VALUES ('wf-spoof', 'x', 'pending', '/tmp/x.toml', '/tmp', 'human/alice', 'at', 'at', 'human/alice', 0)",
+         "a workflow started by human/alice"),
+        ("SET swarm.actor = 'agent/worker-42'; INSERT INTO workflows(id, name, state, source, base_dir, created_by, created_at, "
+         "updated_at, owner_actor, rev) VALUES ('wf-evil', 'x', 'pending', '/tmp/evil.toml', '/tmp', 'agent/worker-42', 'at', 'at', "
+         "'agent/worker-42', 0)", "agent/worker-42 may not run workflows"),
+    ],
+    "workflow_steps": [
+        (AS_AGENT + f"UPDATE workflow_steps SET approved_by = '{AGENT}', status = 'success' WHERE kind = 'approval'",
+         f"{AGENT} may not approve"),
+        (AS_AGENT + "UPDATE workflow_steps SET spec = '{}'", "spec of workflow"),
+        (AS_AGENT + "INSERT INTO workflow_steps(workflow, idx, name, kind, spec, status) "
+         "SELECT workflow, 99, 'evil', 'run', '{}', 'pending' FROM workflow_steps LIMIT 1", "steps are added only"),
+        (AS_AGENT + "DELETE FROM workflow_steps", "never removed"),
+    ],
+}
+
+
+def tables(cluster) -> list[str]:
+    found = cluster.psql(
+        f"SELECT tablename FROM pg_tables WHERE schemaname = '{SCHEMA}' ORDER BY tablename", database=DATABASE
+    )
+    return sorted(name for (name,) in ast.literal_eval(found))
+
+
+def contents(cluster) -> dict[str, str]:
+    """Every row of every table of the store, and its triggers (as the cluster's superuser)."""
+    found = {
+        t: cluster.psql(f"SELECT md5(COALESCE(string_agg(r::text, '|' ORDER BY r::text), '')) FROM {SCHEMA}.{t} r", database=DATABASE)
+        for t in tables(cluster)
+    }
+    found["triggers"] = cluster.psql(
+        f"SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger WHERE tgname LIKE 'swarm%' ORDER BY 1, 2", database=DATABASE
+    )
+    return found
+
+
+@pytest.fixture(scope="module")
+def prepared(store, cluster):
+    """Rows of every kind to attack: a token, an open transaction with a staged revision and a
+    workflow waiting at its gate, each of human/alice (made through the store's owner)."""
+    owner = ("--repo", cluster.url(), "--as", "human/alice")
+    store.ok(*owner, "token", "create", AGENT)
+    store.ok(*owner, "tx", "begin")
+    store.ok(*owner, "tx", "set", "feature/staged", "work")
+    (store.tmp / "flows" / "alice.toml").write_text(FLOW.format(ref="feature/alice"))
+    made = store(*owner, "workflow", "run", "alice.toml", cwd=store.tmp / "flows")
+    assert made.result["workflow"]["state"] == "awaiting_approval", made.stdout
+    return store
+
+
+def test_every_table_refuses_what_an_agent_role_may_not_write_through_psql(prepared, cluster):
+    assert sorted(ATTACKS) == tables(cluster), "a table of the store's schema has no case here"
+    for table in tables(cluster):
+        found = cluster.psql(f"SELECT count(*) FROM {SCHEMA}.{table}", database=DATABASE)
+        assert found != "[(0,)]" or table in ("time_breaks", "op_reverts"), f"{table} is empty: its attacks change nothing"
+    before = contents(cluster)
+    attempts = [case for cases in ATTACKS.values() for case in cases]
+    attempts += [(AS_AGENT + f"TRUNCATE {t} CASCADE", f"may not truncate {t}") for t in tables(cluster)]
+    wrong = []
+    for sql, says in attempts:
+        ran = cluster.psql_as("swarm_agent", sql)
+        if ran.returncode == 0 or "forbidden by the store's policy" not in ran.stderr or says not in ran.stderr:
+            wrong.append((sql, says, ran.returncode, ran.stderr.splitlines()[:1]))
+    assert wrong == [], "\n".join(map(repr, wrong))
+    assert contents(cluster) == before
+
+
+def test_an_agent_role_can_neither_change_the_schema_nor_switch_the_guard_off(prepared, cluster):
+    before = contents(cluster)
+    attempts = [
+        "CREATE TABLE evil(x int)",
+        "CREATE FUNCTION evil() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "DROP TRIGGER swarm_guard ON refs",
+        "ALTER TABLE refs DISABLE TRIGGER swarm_guard",
+        "ALTER TABLE refs DISABLE TRIGGER ALL",
+        "CREATE OR REPLACE FUNCTION swarm_mapped() RETURNS text[] LANGUAGE sql AS 'SELECT NULL::text[]'",
+        "SET session_replication_role = replica",
+        "DROP TABLE tokens CASCADE",
+        "ALTER TABLE tokens OWNER TO swarm_agent",
+    ]
+    for sql in attempts:
+        ran = cluster.psql_as("swarm_agent", sql)
+        assert ran.returncode != 0, sql
+        assert "must be owner" in ran.stderr or "permission denied" in ran.stderr, (sql, ran.stderr)
+    # A temporary table named as a catalog the guard reads does not fool it.
+    shadow = (
+        "CREATE TEMP TABLE pg_roles AS SELECT rolname, oid, true AS rolsuper FROM pg_catalog.pg_roles; "
+        f"{AS_AGENT}UPDATE refs SET op = op WHERE name = 'release/v1'"
+    )
+    ran = cluster.psql_as("swarm_agent", shadow)
+    assert ran.returncode != 0 and "forbidden by the store's policy" in ran.stderr, ran.stderr
+    assert contents(cluster) == before
+
+
+def test_a_role_outside_the_map_reads_but_may_not_write(prepared, cluster):
+    cluster.psql("CREATE ROLE swarm_stray LOGIN PASSWORD 'stray-pass-4'", database=DATABASE)
+    PASSWORD["swarm_stray"] = "stray-pass-4"
+    cluster.psql(
+        f"GRANT USAGE ON SCHEMA {SCHEMA} TO swarm_stray; "
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} TO swarm_stray",
+        database=DATABASE,
+    )
+    read = run(prepared, cluster, "swarm_stray", AGENT, "ref", "list")
+    assert read.exit == 0 and read.envelope["meta"]["auth"] == "none", read.stdout
+    wrote = run(prepared, cluster, "swarm_stray", AGENT, "ref", "set", "feature/stray", "work")
+    assert wrote.exit == 6 and wrote.error["details"]["rule"] == "roles", wrote.stdout
+    assert wrote.error["details"]["role"] == "swarm_stray", wrote.error
+    before = contents(cluster)
+    ran = cluster.psql_as("swarm_stray", AS_AGENT + "UPDATE refs SET op = op WHERE name = 'work'")
+    assert ran.returncode != 0 and f"role swarm_stray may not act as {AGENT}" in ran.stderr, ran.stderr
+    assert contents(cluster) == before
+
+
+def test_meta_auth_says_database_on_reads_too(prepared, cluster):
+    read = run(prepared, cluster, "swarm_agent", AGENT, "ref", "list")
+    assert read.exit == 0 and read.envelope["meta"]["auth"] == "database", read.stdout
+    spoofed = run(prepared, cluster, "swarm_agent", "human/alice", "ref", "list")
+    assert spoofed.exit == 0 and spoofed.envelope["meta"]["auth"] == "none", spoofed.stdout
+    human = run(prepared, cluster, "swarm_human", "human/bob", "op", "log", "--limit", "1")
+    assert human.exit == 0 and human.envelope["meta"]["auth"] == "database", human.stdout
+    owner = prepared("--repo", cluster.url(), "--as", "human/alice", "ref", "list")
+    assert owner.exit == 0 and owner.envelope["meta"]["auth"] == "trust", owner.stdout
+
+
+def test_everything_an_agent_may_do_through_swarmctl_passes_the_guard(prepared, cluster):
+    """The guard refuses nothing swarmctl does for an actor the policy lets do it."""
+    sw, url = prepared, cluster.url("swarm_agent")
+    agent = ("--repo", url, "--as", AGENT)
+    human = ("--repo", cluster.url("swarm_human"), "--as", "human/bob")
+    made = sw.ok(*agent, "changeset", "create", "-m", "a", "--ref", "feature/a", "--file", "NOTES.md", cwd=sw.tmp)
+    moved = sw.ok(*agent, "ref", "set", "feature/b", "feature/a")
+    assert sw.ok(*agent, "op", "undo", str(moved["op"]))["undone"] == moved["op"]
+    sw.ok(*agent, "tx", "begin")
+    sw.ok(*agent, "tx", "set", "feature/c", made["changeset"]["id"])
+    assert sw.ok(*agent, "tx", "commit")["op"] > 0
+    reverted = sw.ok(*agent, "op", "revert", "--ref", "feature/c")  # op_reverts, by its own op
+    assert sw.ok(*agent, "op", "undo", str(reverted["op"]))["undone"] == reverted["op"]
+    (sw.tmp / "flows" / "agent.toml").write_text(FLOW.format(ref="feature/flow"))
+    ran = sw(*agent, "workflow", "run", "agent.toml", cwd=sw.tmp / "flows")
+    assert ran.result["workflow"]["state"] == "awaiting_approval", ran.stdout
+    wf = ran.result["workflow"]["id"]
+    refused = sw(*agent, "workflow", "approve", wf)
+    assert refused.error["details"]["rule"] == "approve.actors", refused.stdout
+    assert sw.ok(*human, "workflow", "approve", wf)["approved_by"] == "human/bob"
+    assert sw.ok(*agent, "workflow", "resume", wf)["workflow"]["state"] == "completed"
+    rolled = sw(*agent, "workflow", "rollback", wf, "--include-completed", "--confirm")
+    assert rolled.exit == 0, rolled.stdout
+    token = sw.ok(*human, "token", "create", AGENT)
+    assert sw.ok(*human, "op", "undo", str(token["id"]))["undone"] == token["id"]
+    assert sw.ok("--repo", cluster.url(), "store", "check")["problems"] == []
+
+
+def test_the_roles_rule_refuses_and_allows_alike_at_every_door(prepared, cluster):
+    """CLI, `swarmctl call` and MCP (stdio) on the agent role: the same refusal of a spoofed
+    actor, and each door's own write as the agent verified by the database."""
+    from mcp_client import McpClient
+
+    url = cluster.url("swarm_agent")
+
+    def doors(actor: str, name: str) -> list[dict]:
+        arguments = {"name": name, "target": "work"}
+        cli = prepared("--repo", url, "--as", actor, "ref", "set", f"{name}-cli", "work").envelope
+        call = prepared("--repo", url, "--as", actor, "call", "ref_set", json.dumps({**arguments, "name": f"{name}-call"})).envelope
+        with McpClient(url, actor, cwd=prepared.tmp) as client:
+            mcp = client.envelope("ref_set", {**arguments, "name": f"{name}-mcp"})
+        return [cli, call, mcp]
+
+    refused = doors("human/alice", "feature/spoof")
+    for envelope in refused:
+        envelope["meta"].pop("elapsed_ms")
+        assert envelope["error"]["code"] == "E_FORBIDDEN" and envelope["error"]["details"]["rule"] == "roles", envelope
+        assert envelope["meta"]["auth"] == "none"
+    assert refused[0] == refused[1] == refused[2]
+    for envelope in doors(AGENT, "feature/door"):
+        assert envelope["ok"] and envelope["meta"]["auth"] == "database", envelope

@@ -60,7 +60,7 @@ def record(tool: Tool) -> Recorded:
         setup = []
         for call in example.setup:
             arguments = fill(call.arguments, store)
-            _called(tool, example, call.tool, arguments, call.outcome, where)
+            _called(tool, example, call.tool, arguments, call.outcome, where, call.actor)
             setup.append((call.tool, _normalized(normalize, arguments)))
         arguments, cli = fill(example.arguments, store), fill(example.cli, store)
         envelope = _called(tool, example, tool.name, arguments, example.outcome, where)
@@ -83,13 +83,16 @@ def record(tool: Tool) -> Recorded:
     return Recorded(command=command, request=request, response=response, text=text, setup=tuple(setup), files=dict(example.files))
 
 
-def _called(tool: Tool, example: Example, name: str, arguments: dict[str, Any], outcome: str, where: Path) -> dict[str, Any]:
-    """The envelope of `name` called on the example's store, which must end in `outcome`."""
+def _called(
+    tool: Tool, example: Example, name: str, arguments: dict[str, Any], outcome: str, where: Path, actor: str | None = None
+) -> dict[str, Any]:
+    """The envelope of `name` called on the example's store (as `actor`, or the examples' own),
+    which must end in `outcome`."""
     from swarmctl import registry
     from swarmctl.calls import call_tool
     from swarmctl.context import Context
 
-    ctx = Context(repo=str(where / "store") if example.store else None, actor=ACTOR, cwd=where)
+    ctx = Context(repo=str(where / "store") if example.store else None, actor=actor or ACTOR, cwd=where)
     envelope = call_tool(name, arguments, ctx, registry.by_name())
     if outcome_of(envelope) != outcome:
         raise SystemExit(f"the example of {tool.name} ended otherwise than declared ({outcome}) at {name}: {json.dumps(envelope)}")

@@ -72,8 +72,8 @@ def copy_store(
                     counts[table] += len(batch)
                     if progress:
                         progress(table, counts[table])
+            w.store.after_load(w.conn)  # before the policy: its guard may hold the copying role
             _copy_policy(conn, w)
-            w.store.after_load(w.conn)
 
         return into
 

@@ -44,8 +44,6 @@ class Store:
         self.format = FORMAT_VERSION
         # `policy check` rehearses a call: its transactions roll back where they would commit.
         self.rehearsing = False
-        # Whether the database verified who is writing (meta.auth "database"; see verify_actor).
-        self.verified = False
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -75,7 +73,12 @@ class Store:
 
     def verify_actor(self, writer: "Writer") -> None:
         """Inside each write: E_FORBIDDEN if the backend knows who connected and the policy
-        does not let them act as `writer.actor` (PostgreSQL's `[roles]`); sets `verified`."""
+        does not let them act as `writer.actor` (PostgreSQL's `[roles]`)."""
+
+    def auth_of(self, actor: str | None) -> str | None:
+        """What meta.auth says of a call by `actor` where the backend knows who connected
+        (PostgreSQL's `[roles]`: "database" or "none"); None: as the door and the actor say."""
+        return None
 
     def after_load(self, conn: Conn) -> None:
         """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""

@@ -153,7 +153,10 @@ def worded(error: SwarmError) -> SwarmError:
 # lets people change the policy and move release/*, and keeps agents from undoing others' ops;
 # PROTECT_POLICY protects main and release/* for people, the same undo rule; ADMINS_POLICY lets
 # only people change the policy; SELF_APPROVAL_POLICY keeps a workflow's creator from approving
-# its own gate; RUNS_POLICY lets no one run a workflow from the working directory.
+# its own gate; RUNS_POLICY lets no one run a workflow from the working directory;
+# RUN_ACTORS_POLICY, APPROVERS_POLICY and STEER_POLICY leave running workflows, approving gates
+# and steering another's workflow to people. AGENTS_POLICY names agents in every rule (and
+# people where the examples' human/alice acts): each rule in force, each allows agent/worker-17.
 RELEASE_POLICY = """\
 admins = ["human/*"]
 
@@ -175,4 +178,29 @@ others = ["human/*"]
 ADMINS_POLICY = 'admins = ["human/*"]\n'
 SELF_APPROVAL_POLICY = "[approve]\nself = false\n"
 RUNS_POLICY = '[run]\ndefinitions = ["/srv/workflows/**"]\n'
+RUN_ACTORS_POLICY = '[run]\nactors = ["human/*"]\n'
+APPROVERS_POLICY = '[approve]\nactors = ["human/*"]\n'
+STEER_POLICY = '[workflow]\nothers = ["human/*"]\n'
+AGENTS_POLICY = """\
+admins = ["agent/*"]
+
+[[protect]]
+refs = ["main", "release/*"]
+actors = ["agent/*", "human/*"]
+
+[undo]
+others = ["agent/*"]
+
+[approve]
+self = true
+actors = ["agent/*"]
+
+[workflow]
+others = ["agent/*"]
+
+[run]
+actors = ["agent/*", "human/*"]
+definitions = ["**"]
+"""
 SET_PROTECT = Call("policy_set", {"policy": PROTECT_POLICY})
+SET_AGENTS = Call("policy_set", {"policy": AGENTS_POLICY})

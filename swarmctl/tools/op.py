@@ -16,7 +16,7 @@ from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
 from swarmctl.store.schema import OP_KINDS
-from swarmctl.tools.common import ADMINS_POLICY, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
+from swarmctl.tools.common import ADMINS_POLICY, SET_AGENTS, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
 
 # Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
 # tests/test_op_log.py checks that the two agree.
@@ -428,5 +428,11 @@ EXAMPLES = {
         # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
         Example(("op", "undo", "4"), {"op": 4}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
         Example(("op", "undo", "@"), {"op": "@"}, setup=(SET_PROTECT,)),  # @ is the policy_set: it is taken back
+        # undo.others names agents: the newest op, human/alice's, is taken back
+        Example(
+            ("op", "undo", "@"),
+            {"op": "@"},
+            setup=(SET_AGENTS, Call("ref_set", {"name": "hotfix", "target": "main", "create": True}, actor="human/alice")),
+        ),
     ),
 }

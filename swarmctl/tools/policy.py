@@ -16,7 +16,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Call, Cli, Example, Tool, arg, request_type, result_type
 from swarmctl.store import Store, policies, queries
-from swarmctl.tools.common import ADMINS_POLICY, PROTECT_POLICY, RELEASE_POLICY, SET_PROTECT
+from swarmctl.tools.common import ADMINS_POLICY, PROTECT_POLICY, RELEASE_POLICY, SET_AGENTS, SET_PROTECT
 
 
 @result_type
@@ -229,6 +229,8 @@ EXAMPLES = {
             setup=(Call("policy_set", {"policy": ADMINS_POLICY}),),
             files={"policy.toml": PROTECT_POLICY},
         ),
+        # admins names agents
+        Example(("policy", "set", "policy.toml"), {"policy": PROTECT_POLICY}, setup=(SET_AGENTS,), files={"policy.toml": PROTECT_POLICY}),
     ),
     "policy_show": (
         Example(("policy", "show"), {}, caption="Show the store's policy.", setup=(_SET_RELEASE,)),

@@ -7,7 +7,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, READ, Tool, arg, request_type, result_type, Example
 from swarmctl.store import Move, Writer, conflicts, queries
-from swarmctl.tools.common import REF_NAME_CLI, SET_PROTECT, TARGET_CLI, resolve_changeset
+from swarmctl.tools.common import REF_NAME_CLI, SET_AGENTS, SET_PROTECT, TARGET_CLI, resolve_changeset
 
 
 @result_type
@@ -287,6 +287,7 @@ EXAMPLES = {
             outcome="E_FORBIDDEN",
             setup=(SET_PROTECT,),
         ),
+        Example(("ref", "set", "release/v1", "main"), {"name": "release/v1", "target": "main"}, setup=(SET_AGENTS,)),  # protected, for agents
     ),
     "ref_delete": (
         Example(
@@ -295,6 +296,7 @@ EXAMPLES = {
             caption="Delete release/v1, only if it still names main's changeset.",
         ),
         Example(("ref", "delete", "release/v1"), {"name": "release/v1"}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),  # protected
+        Example(("ref", "delete", "release/v1"), {"name": "release/v1"}, setup=(SET_AGENTS,)),  # protected, for agents
     ),
     "ref_list": (Example(("ref", "list", "--prefix", "release/"), {"prefix": "release/"}, caption="List the refs whose names start with release/."),),
     "ref_show": (

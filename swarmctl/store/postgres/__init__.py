@@ -24,6 +24,7 @@ import psycopg
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Store, Writer, op_time
+from swarmctl.store import policies
 from swarmctl.store.errors import NoSchema
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres import errors, guard
@@ -129,8 +130,15 @@ class PostgresStore(Store):
         guard.install(conn, policy)
 
     def verify_actor(self, writer: Writer) -> None:
-        if guard.verify(writer.conn, writer.policy, writer.actor):
-            self.verified = True
+        guard.verify(writer.conn, writer.policy, writer.actor)
+
+    def auth_of(self, actor: str | None) -> str | None:
+        if self.format < POLICY_FORMAT:  # a store that never had a policy: nothing to ask
+            return None
+        try:
+            return guard.auth(self.conn, policies.current(self.conn), actor)
+        except psycopg.Error as exc:
+            raise errors.translate(exc, self.url) from exc
 
     def after_load(self, conn) -> None:
         conn.native("UPDATE head SET last_op = (SELECT COALESCE(MAX(op), 0) FROM ops) WHERE id = 1")

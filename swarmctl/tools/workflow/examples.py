@@ -6,7 +6,7 @@ command step that fails. "{workflow}" is the newest workflow's id when the examp
 from __future__ import annotations
 
 from swarmctl.spec import WORKFLOW, Call, Example
-from swarmctl.tools.common import RUNS_POLICY, SELF_APPROVAL_POLICY
+from swarmctl.tools.common import APPROVERS_POLICY, RUN_ACTORS_POLICY, RUNS_POLICY, SELF_APPROVAL_POLICY, SET_AGENTS, STEER_POLICY
 
 RELEASE = {
     "release.toml": """\
@@ -53,6 +53,9 @@ timeout_s = 60
     "check.sh": '#!/bin/sh\necho "check.sh: the target refused" >&2\nexit 3\n',
 }
 RUN = Call("workflow_run", {"file": "release.toml"})  # stops at the gate
+ALICE = "human/alice"
+ALICE_RUNS = Call("workflow_run", {"file": "release.toml"}, actor=ALICE)  # a workflow of someone else's
+SET_STEER = Call("policy_set", {"policy": STEER_POLICY})
 APPROVE = Call("workflow_approve", {"workflow": WORKFLOW})
 COMPLETED = (RUN, APPROVE, Call("workflow_resume", {"workflow": WORKFLOW}))
 BROKEN = Call("workflow_run", {"file": "broken.toml"}, outcome="E_STEP_FAILED")  # promote ran; check failed
@@ -70,6 +73,15 @@ EXAMPLES = {
             setup=(Call("policy_set", {"policy": RUNS_POLICY}),),
             files=FLOWS,
         ),
+        Example(  # run.actors
+            ("workflow", "run", "release.toml"),
+            {"file": "release.toml"},
+            outcome="E_FORBIDDEN",
+            setup=(Call("policy_set", {"policy": RUN_ACTORS_POLICY}),),
+            files=FLOWS,
+        ),
+        # run.actors and run.definitions allow it
+        Example(("workflow", "run", "release.toml"), {"file": "release.toml"}, setup=(SET_AGENTS,), files=FLOWS),
     ),
     "workflow_status": (
         # Status after a confirmed rollback: each step's outcome and how it was undone.
@@ -110,6 +122,16 @@ EXAMPLES = {
             setup=(Call("policy_set", {"policy": SELF_APPROVAL_POLICY}), RUN),
             files=FLOWS,
         ),
+        Example(  # approve.actors: people only
+            ("workflow", "approve", WORKFLOW),
+            W,
+            outcome="E_FORBIDDEN",
+            setup=(Call("policy_set", {"policy": APPROVERS_POLICY}), RUN),
+            files=FLOWS,
+        ),
+        # approve.actors names agents, approve.self allows its creator: human/alice's workflow, and its own
+        Example(("workflow", "approve", WORKFLOW), W, setup=(SET_AGENTS, ALICE_RUNS), files=FLOWS),
+        Example(("workflow", "approve", WORKFLOW), W, setup=(SET_AGENTS, RUN), files=FLOWS),
     ),
     "workflow_resume": (
         Example(("workflow", "resume", WORKFLOW), W, caption="Run on past an approved gate.", setup=(RUN, APPROVE), files=RELEASE),
@@ -121,10 +143,26 @@ EXAMPLES = {
             setup=(BROKEN,),
             files=FLOWS,
         ),
+        Example(  # workflow.others: human/alice's workflow, approved by her
+            ("workflow", "resume", WORKFLOW),
+            W,
+            outcome="E_FORBIDDEN",
+            setup=(SET_STEER, ALICE_RUNS, Call("workflow_approve", {"workflow": WORKFLOW}, actor=ALICE)),
+            files=RELEASE,
+        ),
+        Example(
+            ("workflow", "resume", WORKFLOW),
+            W,
+            setup=(SET_AGENTS, ALICE_RUNS, APPROVE),
+            files=RELEASE,
+        ),
     ),
     "workflow_cancel": (
         Example(("workflow", "cancel", WORKFLOW), W, caption="Cancel a workflow waiting at a gate.", setup=(RUN,), files=RELEASE),
         Example(("workflow", "cancel", WORKFLOW), W, outcome="E_STATE", setup=COMPLETED, files=FLOWS),
+        # workflow.others: human/alice's workflow, which only people may steer; then agents too
+        Example(("workflow", "cancel", WORKFLOW), W, outcome="E_FORBIDDEN", setup=(SET_STEER, ALICE_RUNS), files=FLOWS),
+        Example(("workflow", "cancel", WORKFLOW), W, setup=(SET_AGENTS, ALICE_RUNS), files=FLOWS),
     ),
     "workflow_rollback": (
         # The preview, with its blast radius: what --confirm would undo, in which order.
@@ -152,6 +190,10 @@ EXAMPLES = {
         ),
         # a failed workflow: promote is undone, check is listed as not_reversed
         Example(("workflow", "rollback", WORKFLOW, "--confirm"), {**W, "confirm": True}, setup=(BROKEN,), files=FLOWS),
+        # workflow.others: human/alice's workflow; the preview predicts the refusal (a blocker)
+        Example(("workflow", "rollback", WORKFLOW, "--confirm"), {**W, "confirm": True}, outcome="E_FORBIDDEN", setup=(SET_STEER, ALICE_RUNS), files=FLOWS),
+        Example(("workflow", "rollback", WORKFLOW), W, setup=(SET_STEER, ALICE_RUNS), files=FLOWS),
+        Example(("workflow", "rollback", WORKFLOW, "--confirm"), {**W, "confirm": True}, setup=(SET_AGENTS, ALICE_RUNS), files=FLOWS),
     ),
     "workflow_show_definition": (
         Example(("workflow", "show-definition", WORKFLOW), W, caption="The TOML a workflow was started from.", setup=(RUN,), files=RELEASE),
