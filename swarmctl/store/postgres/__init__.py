@@ -56,7 +56,10 @@ class PostgresStore(Store):
         url = parse(str(where))
         conn = _connect(url)
         try:
-            row = conn.native(f"SET search_path TO {_ident(url.schema)}; SELECT value FROM meta WHERE key = 'format'").fetchone()
+            # The session's setting, the schema and the format check: one round trip, every command.
+            row = conn.native(
+                f"{_SESSION}; SET search_path TO {_ident(url.schema)}; SELECT value FROM meta WHERE key = 'format'"
+            ).fetchone()
         except psycopg.errors.UndefinedTable:
             conn.close()
             raise _not_a_store(url) from None
@@ -100,6 +103,7 @@ class PostgresStore(Store):
         schema = _ident(url.schema)
         try:
             try:
+                conn.native(_SESSION)
                 conn.native(f"BEGIN; CREATE SCHEMA IF NOT EXISTS {schema}; SET LOCAL search_path TO {schema}")
                 if conn.native("SELECT to_regclass('meta')").fetchone()[0] is None:
                     conn.native(SCHEMA)
@@ -167,6 +171,7 @@ class PostgresStore(Store):
         return errors.translate(exc, self.url)
 
     def _begin_read(self) -> None:
+        self.conn.format = None
         self.conn.native("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def _end_read(self) -> None:
@@ -176,6 +181,7 @@ class PostgresStore(Store):
         # SQLite's timeout 0 is "fail at once"; PostgreSQL's lock_timeout 0 is "wait for ever".
         ms = max(1, int(lock_timeout() * 1000))
         self.request = uuid.uuid4().hex
+        self.conn.format = None
         found = self.conn.native(
             f"BEGIN; SET LOCAL lock_timeout = '{ms}ms'; SELECT last_op FROM head WHERE id = 1 FOR UPDATE"
         ).fetchone()
@@ -221,6 +227,7 @@ class PostgresStore(Store):
             raise unknown from exc
         try:
             conn = _connect(self.url)
+            conn.native(_SESSION)
             ms = max(1, int(lock_timeout() * 1000))
             conn.native(
                 f"SET search_path TO {_ident(self.url.schema)}; BEGIN; SET LOCAL lock_timeout = '{ms}ms'; "
@@ -254,15 +261,15 @@ def _connect(url: StoreUrl) -> PgConn:
         raw = psycopg.connect(url.libpq, autocommit=True, application_name="swarmctl", **options)
     except psycopg.Error as exc:
         raise errors.connect_failure(exc, url) from None
-    try:  # unless the server, the database, the role or PGOPTIONS set one already
-        raw.execute(
-            f"SELECT set_config('idle_in_transaction_session_timeout', '{IDLE_IN_TRANSACTION_TIMEOUT}', false) "
-            "WHERE current_setting('idle_in_transaction_session_timeout') = '0'"
-        )
-    except psycopg.Error as exc:
-        raw.close()
-        raise errors.translate(exc, url) from None
     return PgConn(raw)
+
+
+# A connection's first statement (in the batch of its first round trip): a stopped client must
+# not hold the head row, unless the server, the database, the role or PGOPTIONS set a timeout.
+_SESSION = (
+    f"SELECT set_config('idle_in_transaction_session_timeout', '{IDLE_IN_TRANSACTION_TIMEOUT}', false) "
+    "WHERE current_setting('idle_in_transaction_session_timeout') = '0'"
+)
 
 
 # What before_load sets aside: the store's foreign keys, and its indexes that back no constraint.
