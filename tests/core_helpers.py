@@ -7,6 +7,7 @@ reaches every test without an import; the rest is imported by name."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -213,3 +214,81 @@ def paused_at_commit(sw: Swarm, *args: str, env: dict[str, str] | None = None) -
         proc.wait()
         for pipe in (proc.stdout, proc.stderr):
             pipe.close()
+
+
+def remove_store(store: Path | str) -> None:
+    """No store at `store` any more: its directory removed, or on PostgreSQL its schema dropped."""
+    if isinstance(store, Path):
+        shutil.rmtree(store, ignore_errors=True)
+        return
+    import psycopg
+
+    from swarmctl.store.postgres.url import parse
+
+    url = parse(store)
+    with psycopg.connect(url.libpq, autocommit=True) as raw:
+        raw.execute(f'DROP SCHEMA IF EXISTS "{url.schema}" CASCADE')
+
+
+class Pristine:
+    """A store as it was when `take()` was called, to put back after a test changed it (several
+    doors taking the same call on the same store). A local store: a copy of its directory beside
+    it. On PostgreSQL `store copy` would not do (it leaves tokens behind, as it should): every
+    table of the store's schema is copied as it is into a schema beside it (`name` tells two
+    copies apart), and put back in one transaction with the foreign keys' triggers off (the rows
+    were consistent when taken), with its sequences; a table made since is dropped. Rows are
+    deleted and inserted, not truncated: on a small store that is the faster way by far."""
+
+    def __init__(self, store: Path | str, name: str = "pristine") -> None:
+        self.store = store
+        if isinstance(store, Path):
+            self.copy: Path | str = store.with_name(f"{store.name}-{name}")
+            return
+        from swarmctl.store.postgres.url import parse
+
+        url = parse(store)
+        self.libpq, self.schema, self.copy = url.libpq, url.schema, f"{url.schema}_{name}"
+        self.tables: list[str] = []
+        self.sequences: list[tuple[str, int | None]] = []
+
+    def _connect(self):
+        import psycopg
+
+        return psycopg.connect(self.libpq, autocommit=True)
+
+    def _tables(self, raw, schema: str) -> list[str]:
+        return [r[0] for r in raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))]
+
+    def take(self) -> "Pristine":
+        if isinstance(self.store, Path):
+            shutil.rmtree(self.copy, ignore_errors=True)
+            shutil.copytree(self.store, self.copy)
+            return self
+        s, p = self.schema, self.copy
+        with self._connect() as raw:
+            raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{p}"')
+            self.tables, had = self._tables(raw, s), set(self._tables(raw, p))
+            raw.execute("; ".join(
+                f'DELETE FROM "{p}"."{t}"; INSERT INTO "{p}"."{t}" SELECT * FROM "{s}"."{t}"' if t in had
+                else f'CREATE TABLE "{p}"."{t}" AS TABLE "{s}"."{t}"'
+                for t in self.tables
+            ))
+            self.sequences = raw.execute(
+                "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = %s", (s,)
+            ).fetchall()
+        return self
+
+    def restore(self) -> None:
+        if isinstance(self.store, Path):
+            shutil.rmtree(self.store, ignore_errors=True)
+            shutil.copytree(self.copy, self.store)
+            return
+        s, p = self.schema, self.copy
+        with self._connect() as raw:
+            made = set(self._tables(raw, s)) - set(self.tables)  # since (the policies table, by `policy set`)
+            script = ["BEGIN", "SET LOCAL session_replication_role = replica"]  # no foreign-key triggers
+            script += [f'DROP TABLE "{s}"."{t}" CASCADE' for t in made]
+            script += [f'DELETE FROM "{s}"."{t}"' for t in self.tables]
+            script += [f'INSERT INTO "{s}"."{t}" OVERRIDING SYSTEM VALUE SELECT * FROM "{p}"."{t}"' for t in self.tables]
+            script += [f"SELECT setval('\"{s}\".\"{n}\"', {last or 1}, {last is not None})" for n, last in self.sequences]
+            raw.execute("; ".join([*script, "COMMIT"]))

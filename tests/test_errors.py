@@ -378,6 +378,7 @@ def test_store_this_user_may_not_write(sw, shared_dir):
 # --- a store locked by another process ----------------------------------------------------------
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_busy_store(sw, golden):
     ids = build_golden_store(sw)
     with paused_at_commit(sw, *as_(sw, ALICE), "ref", "set", "held", "main"):

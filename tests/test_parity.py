@@ -18,22 +18,25 @@ process started once for the module, and `tools/call` over HTTP on a real `swarm
 127.0.0.1:0 --auth trust --allow-run` process (the SDK's Streamable HTTP client), also started
 once. The four envelopes must be equal after normalisation, byte for byte in their compact form,
 must fit the tool's outputSchema, and must end in the example's outcome.
+
+All of it on both kinds of store: a local one, and one on the session's PostgreSQL server (one
+schema for the module), with the two servers started once per kind. `swarmctl demo` runs once
+per kind; each case starts from a copy of its store, and between the doors the store is put
+back as the case's setup left it (core_helpers.Pristine).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jsonschema
 import pytest
 
-from core_helpers import op_count, refs
-from swarm import Swarm
-from golden import Normalizer
+from core_helpers import Pristine, op_count, refs, remove_store
+from swarm import StoreNormalizer, Swarm
 from mcp_client import HttpClient, HttpServer, McpClient
 from swarmctl import registry, schemas
 from swarmctl.envelope import exit_status
@@ -65,20 +68,42 @@ def test_every_tool_has_an_example_and_every_example_names_its_tool():
             assert not unknown, f"{module}: examples of tools it does not define: {unknown}"
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("parity")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def backend(request) -> str:
+    """The kind of store, for the whole module at once: the servers below are started per kind."""
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def server(workdir: Path):
-    with McpClient(workdir / "store", ACTOR, cwd=workdir) as client:
+def workdir(tmp_path_factory: pytest.TempPathFactory, backend: str) -> Path:
+    return tmp_path_factory.mktemp(f"parity-{backend}")
+
+
+@pytest.fixture(scope="module")
+def store_url(backend: str, request) -> str | None:
+    """On PostgreSQL, the URL of the module's store (one schema, put back as it was for each case)."""
+    return request.getfixturevalue("pg_cluster").new_store_url() if backend == "postgres" else None
+
+
+@pytest.fixture(scope="module")
+def demo(workdir: Path, store_url: str | None) -> Pristine:
+    """`swarmctl demo`, run once for the module: each case starts from a copy of it."""
+    with pytest.MonkeyPatch.context() as mp:
+        sw = Swarm(workdir, mp, store_url)
+        remove_store(sw.store)
+        sw.ok("demo", str(sw.store))
+    return Pristine(sw.store, "demo").take()
+
+
+@pytest.fixture(scope="module")
+def server(workdir: Path, store_url: str | None):
+    with McpClient(store_url or workdir / "store", ACTOR, cwd=workdir) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def http_server(workdir: Path):
-    store = str(workdir / "store")
+def http_server(workdir: Path, store_url: str | None):
+    store = store_url or str(workdir / "store")
     args = ("--repo", store, "--as", ACTOR, "mcp", "--http", "127.0.0.1:0", "--auth", "trust", "--allow-run")
     with HttpServer(*args, cwd=workdir) as process:
         assert process.url is not None, process.log()
@@ -87,25 +112,26 @@ def http_server(workdir: Path):
 
 
 @pytest.mark.parametrize("name, index", _params())
-def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, http_server, monkeypatch):
+def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, store_url, demo, server, http_server, monkeypatch):
     if index is None:
         pytest.fail(f"MCP tool {name!r} has no example: add one to EXAMPLES beside it, in its area module")
     example = registry.examples(registry.get(name))[index]
-    sw = Swarm(workdir, monkeypatch)
-    pristine = _demo_store(sw, example)
+    sw = Swarm(workdir, monkeypatch, store_url)
+    _demo_store(sw, demo, example)
+    pristine = Pristine(sw.store).take()
     globals_ = ("--repo", str(sw.store), "--as", ACTOR)
     words, arguments = fill(example.cli, sw.store), fill(example.arguments, sw.store)
 
     cli = sw(*globals_, *words)
-    _restore(sw.store, pristine)
+    pristine.restore()
     call = sw(*globals_, "call", name, json.dumps(arguments))
-    _restore(sw.store, pristine)
+    pristine.restore()
     mcp = server.envelope(name, arguments)
-    _restore(sw.store, pristine)
+    pristine.restore()
     http = http_server.envelope(name, arguments)
 
     doors = (cli.envelope, call.envelope, mcp, http)
-    texts = [_normalized(json.dumps(e, separators=(",", ":"), ensure_ascii=False), workdir) for e in doors]
+    texts = [StoreNormalizer(workdir, store_url)(json.dumps(e, separators=(",", ":"), ensure_ascii=False)) for e in doors]
     assert texts[0] == texts[1], f"`swarmctl call` differs from the CLI:\n{texts[0]}\n{texts[1]}"
     assert texts[0] == texts[2], f"MCP differs from the CLI:\n{texts[0]}\n{texts[2]}"
     assert texts[0] == texts[3], f"MCP over HTTP differs from the CLI:\n{texts[0]}\n{texts[3]}"
@@ -116,28 +142,14 @@ def test_cli_call_and_mcp_give_the_same_envelope(name, index, workdir, server, h
         validator.validate(envelope)
 
 
-def _demo_store(sw: Swarm, example: Example) -> Path:
-    """A fresh demo store with the example's setup, and a copy of it to restore from."""
-    pristine = sw.tmp / "pristine"
-    for path in (sw.store, pristine):
-        shutil.rmtree(path, ignore_errors=True)
-    sw.ok("demo", str(sw.store))
+def _demo_store(sw: Swarm, demo: Pristine, example: Example) -> None:
+    """A fresh demo store, with the example's setup."""
+    demo.restore()
     write_files(sw.tmp, example.files)
     for call in example.setup:
         arguments = fill(call.arguments, sw.store)
         ran = sw("--repo", str(sw.store), "--as", call.actor or ACTOR, "call", call.tool, json.dumps(arguments))
         assert outcome_of(ran.envelope) == call.outcome, ran.transcript() + ran.stderr
-    shutil.copytree(sw.store, pristine)
-    return pristine
-
-
-def _restore(store: Path, pristine: Path) -> None:
-    shutil.rmtree(store)
-    shutil.copytree(pristine, store)
-
-
-def _normalized(text: str, workdir: Path) -> str:
-    return Normalizer(workdir)(text)
 
 
 class Case(NamedTuple):
@@ -174,9 +186,10 @@ def _ids(cases: list[tuple[str, Case]]) -> list[str]:
 
 
 @pytest.mark.parametrize("name, case", OUT_OF_CONSTRAINTS + OTHER_MISFITS, ids=_ids(OUT_OF_CONSTRAINTS + OTHER_MISFITS))
-def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, server, http_server, monkeypatch):
-    sw = Swarm(workdir, monkeypatch)
-    pristine = _demo_store(sw, Example((), {}))
+def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir, store_url, demo, server, http_server, monkeypatch):
+    sw = Swarm(workdir, monkeypatch, store_url)
+    _demo_store(sw, demo, Example((), {}))
+    before = _store_state(sw.store)
     cli = sw("--repo", str(sw.store), "--as", ACTOR, *case.cli)
     call = sw("--repo", str(sw.store), "--as", ACTOR, "call", name, json.dumps(case.arguments))
     envelopes = [cli.envelope, call.envelope]
@@ -191,8 +204,8 @@ def test_arguments_that_do_not_fit_are_invalid_at_every_door(name, case, workdir
         assert len(messages) == 1, messages
         fields = {envelope["error"]["details"]["field"] for envelope in envelopes}
         assert len(fields) == 1 and fields <= set(case.arguments), fields
-    assert _store_state(sw.store) == _store_state(pristine), "an invalid call wrote to the store"
+    assert _store_state(sw.store) == before, "an invalid call wrote to the store"
 
 
-def _store_state(store: Path) -> tuple[Any, ...]:
+def _store_state(store: Path | str) -> tuple[Any, ...]:
     return op_count(store), refs(store)

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from core_helpers import AGENT, ALICE, problems
+from core_helpers import AGENT, ALICE, connect, problems
 from test_workflow_rollback import failed_release
 from wfkit import Kit
 
@@ -82,3 +82,35 @@ def test_fence_marks_the_source_moved_reads_go_on(sw):
     assert refused.error["details"]["moved_to"] == sw.url and sw.url in refused.error["hint"]
     assert len(sw.ok("--repo", local, "op", "log")["ops"]) == 2  # reads work
     assert sw.ok("--repo", sw.url, "--as", ALICE, "changeset", "create", "-m", "two", "--ref", "main")["op"] == 3
+
+
+def _keys_and_indexes(url: str) -> list[tuple]:
+    """The foreign keys and indexes of a store's schema, named without the schema."""
+    from swarmctl.store.postgres.url import parse
+
+    conn = connect(url)
+    try:
+        keys = conn.execute(
+            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), convalidated FROM pg_constraint "
+            "WHERE contype = 'f' AND connamespace = current_schema()::regnamespace ORDER BY 1, 2"
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1"
+        ).fetchall()
+    finally:
+        conn.close()
+    schema = parse(url).schema
+    return [tuple(k) for k in keys] + [(n, d.replace(f" {schema}.", " ")) for n, d in indexes]
+
+
+def test_the_copy_has_every_key_and_index_a_new_store_has(sw, pg_cluster):
+    """`store copy` loads without the foreign keys and plain indexes, then puts them back:
+    the copy's schema is a new store's, every key checked."""
+    fresh = pg_cluster.new_store_url()
+    sw.ok("--as", ALICE, "init", fresh)
+    sw.ok("demo", str(sw.tmp / "local"))
+    sw.ok("store", "copy", str(sw.tmp / "local"), sw.url)
+    shape = _keys_and_indexes(sw.url)
+    assert len([k for k in shape if len(k) == 4]) >= 10 and len(shape) > 30, shape
+    assert shape == _keys_and_indexes(fresh)
+    assert problems(sw.url) == []

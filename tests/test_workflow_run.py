@@ -5,13 +5,12 @@ import json
 import os
 import pty
 import signal
-import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE
+from core_helpers import ALICE, connect, tamper
 from swarm import swarmctl_argv
 from wfkit import SECRET, WAIT_S, Kit
 
@@ -223,13 +222,15 @@ def test_list_and_state_filter(sw):
     assert kit("workflow", "status", done[:7], actor=None).result["workflow"]["id"] == done  # a unique prefix
 
 
+@BOTH
 def test_env_values_never_reach_the_store_nor_any_output(sw):
     """${env:DEPLOY_TOKEN} is resolved for the command, which prints it: the database file and
-    its -wal file never hold it, and no output shows it."""
+    its -wal file never hold it (on PostgreSQL: no row of the store's tables), and no output
+    shows it."""
     kit = Kit(sw)
     # Hold a connection open so the -wal file stays on disk (SQLite folds it into the main file
     # and deletes it when the last connection closes): the grep then sees both.
-    keeper = sqlite3.connect(Path(kit.repo) / "swarmops.db")
+    keeper = connect(sw.store)
     keeper.execute("SELECT COUNT(*) FROM ops").fetchone()
     env = {"DEPLOY_TOKEN": SECRET}
     ran, wf = kit.run(
@@ -256,7 +257,7 @@ def test_env_values_never_reach_the_store_nor_any_output(sw):
         kit("workflow", "status", wf, actor=None),
     ]
     assert kit.marks() == [SECRET, SECRET]  # the scripts did get the value, run and rollback
-    assert (Path(kit.repo) / "swarmops.db-wal").stat().st_size > 0
+    assert sw.backend == "postgres" or (Path(kit.repo) / "swarmops.db-wal").stat().st_size > 0
     assert SECRET.encode() not in kit.db_bytes()
     for out in outputs:
         assert SECRET not in out.stdout + out.stderr
@@ -299,6 +300,7 @@ def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_t
     assert plain.exit == 0 and plain.stderr == ""
 
 
+@BOTH
 def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
     kit = Kit(sw)
     kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./hang.sh", "deploy"]\n')
@@ -318,6 +320,7 @@ def test_ctrl_c_kills_the_command_and_leaves_the_step_interrupted(sw):
     assert (status["steps"][0]["status"], status["steps"][0]["interrupted_during"]) == ("interrupted", "run")
 
 
+@BOTH
 def test_a_secret_a_command_prints_as_key_value_is_masked_before_it_is_stored(sw):
     kit = Kit(sw)
     (kit.dir / "chatty.sh").write_text("#!/bin/sh\necho 'connecting with API_KEY=kv-literal-0042 to eu'\n")
@@ -413,6 +416,7 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     assert (deploy["status"], deploy["interrupted_during"], deploy["command_pid"]) == ("interrupted", "run", None)
 
 
+@BOTH
 def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupted(sw):
     from swarmctl import pids
 
@@ -434,6 +438,7 @@ def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupt
     assert status["steps"][0]["status"] == "success"  # promote's undo never began
 
 
+@BOTH
 def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
     """The Ctrl-C path kills its command but saves nothing over a record it no longer owns."""
     from swarmctl import pids
@@ -444,7 +449,7 @@ def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
     pgid = kit.wait_for_ticks("deploy", proc)
     wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
     me = pids.me()
-    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:  # as if another process had taken it over
+    with tamper(sw.store) as db:  # as if another process had taken it over
         db.execute("UPDATE workflows SET owner_pid = ?, owner_start = ?, owner_actor = 'human/bob' WHERE id = ?", (me.pid, me.start, wf))
     try:
         proc.send_signal(signal.SIGINT)
@@ -453,7 +458,10 @@ def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
     finally:
         kit.kill_group(pgid)
     assert proc.returncode == 130 and not alive
-    with sqlite3.connect(Path(kit.repo) / "swarmops.db") as db:
-        held = db.execute("SELECT state, owner_pid, owner_actor FROM workflows WHERE id = ?", (wf,)).fetchone()
-        step = db.execute("SELECT status FROM workflow_steps WHERE workflow = ? AND name = 'deploy'", (wf,)).fetchone()
+    db = connect(sw.store)
+    try:
+        held = tuple(db.execute("SELECT state, owner_pid, owner_actor FROM workflows WHERE id = ?", (wf,)).fetchone())
+        step = tuple(db.execute("SELECT status FROM workflow_steps WHERE workflow = ? AND name = 'deploy'", (wf,)).fetchone())
+    finally:
+        db.close()
     assert held == ("running", me.pid, "human/bob") and step == ("running",)

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from swarmctl import pids
 from swarmctl.tools.workflow import blast_radius, definition, process
 
@@ -138,15 +140,17 @@ def test_a_process_group_lives_while_any_member_does_even_after_its_leader_is_go
     assert not pids.group_alive(None, None)
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_a_command_step_is_one_transaction_per_state_change(sw, monkeypatch):
     """Running then its outcome: two commits a command step, in a run and in a rollback (the
     `running` commit carries the command's process group, saved before the gate opens)."""
-    from swarmctl.store.sqlite import SqliteStore
+    from swarmctl.store import backend_for
     from wfkit import Kit
 
     commits = []
-    real_commit = SqliteStore._commit
-    monkeypatch.setattr(SqliteStore, "_commit", lambda self, w: (commits.append(1), real_commit(self, w))[1])
+    kind = backend_for(sw.store)
+    real_commit = kind._commit
+    monkeypatch.setattr(kind, "_commit", lambda self, w: (commits.append(1), real_commit(self, w))[1])
     kit = Kit(sw)
     per_run, per_rollback = {}, {}
     for steps in (1, 3):

@@ -179,12 +179,28 @@ class Kit:
         return found
 
     def db_bytes(self) -> bytes:
-        """The store's database files as they are on disk (main file, -wal, -shm)."""
+        """The store's database files as they are on disk (main file, -wal, -shm); on
+        PostgreSQL, every row of every table of the store's schema, as text."""
+        if not Path(self.repo).is_absolute():
+            return _schema_text(self.repo)
         found = b""
         for path in sorted(Path(self.repo).iterdir()):
             if path.name.startswith("swarmops.db"):
                 found += path.read_bytes()
         return found
+
+
+def _schema_text(url: str) -> bytes:
+    import psycopg
+
+    from swarmctl.store.postgres.url import parse
+
+    where = parse(url)
+    with psycopg.connect(where.libpq, autocommit=True) as raw:
+        tables = [r[0] for r in raw.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (where.schema,))]
+        assert "workflow_steps" in tables, tables
+        rows = [r[0] for t in tables for r in raw.execute(f'SELECT t::text FROM "{where.schema}"."{t}" t')]
+    return "\n".join(rows).encode()
 
 
 def envelope(proc: subprocess.Popen) -> tuple[int, dict]:

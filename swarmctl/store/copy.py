@@ -62,13 +62,12 @@ def copy_store(
                         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                         (key, value),
                     )
+            w.store.before_load(w.conn)
             for table in TABLES:
                 counts[table] = 0
                 shared = _shared_columns(conn, table, columns[table])
-                cols = ", ".join(shared)
-                marks = ", ".join("?" * len(shared))
-                for batch in _batches(conn, table, cols):
-                    w.conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({marks})", batch)
+                for batch in _batches(conn, table, ", ".join(shared)):
+                    w.store.load_rows(w.conn, table, shared, batch)
                     counts[table] += len(batch)
                     if progress:
                         progress(table, counts[table])

@@ -80,8 +80,18 @@ class Store:
         (PostgreSQL's `[roles]`: "database" or "none"); None: as the door and the actor say."""
         return None
 
+    def before_load(self, conn: Conn) -> None:
+        """Inside a new store's first write, before `load_rows`: make loading cheap where the
+        backend can (PostgreSQL's foreign keys go, and `after_load` puts them back)."""
+
+    def load_rows(self, conn: Conn, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """Rows copied in as they are (`store copy`): our own table and column names."""
+        marks = ", ".join("?" * len(columns))
+        conn.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})", rows)
+
     def after_load(self, conn: Conn) -> None:
-        """After rows were copied in with their own numbers: what numbers next (PostgreSQL's head)."""
+        """After rows were copied in with their own numbers: what numbers next (PostgreSQL's
+        head), and what `before_load` set aside, checked against every row."""
 
     def close(self) -> None:
         self.conn.close()

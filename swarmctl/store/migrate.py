@@ -24,7 +24,7 @@ from swarmctl.store.schema import (
     TIME_BREAKS,
     tokens_table,
 )
-from swarmctl.store.sql import SQLITE, Conn, dialect
+from swarmctl.store.sql import SQLITE, Conn, dialect, record_format, stored_format
 
 
 def _to_2(conn: Conn) -> None:
@@ -74,11 +74,6 @@ STEPS: dict[int, Callable[[Conn], None]] = {
 }
 
 
-def stored_format(conn: Conn) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    return int(row[0]) if row is not None and str(row[0]).isdigit() else 0
-
-
 def upgrade(conn: Conn) -> int | None:
     """Within the caller's write transaction: bring the store to FORMAT_VERSION. Returns the
     format it had (None: it was current already)."""
@@ -89,7 +84,7 @@ def upgrade(conn: Conn) -> int | None:
         if version not in STEPS:
             raise RuntimeError(f"no upgrade step from store format {version}")
         STEPS[version](conn)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT_VERSION),))
+    record_format(conn, FORMAT_VERSION)
     return found
 
 
@@ -109,5 +104,5 @@ def raise_for_policy(conn: Conn) -> bool:
     if stored_format(conn) >= POLICY_FORMAT:
         return False
     _to_policy_format(conn)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(POLICY_FORMAT),))
+    record_format(conn, POLICY_FORMAT)
     return True

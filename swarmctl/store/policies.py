@@ -10,13 +10,7 @@ from typing import Any, NamedTuple
 
 from swarmctl import policy as rules
 from swarmctl.store.schema import POLICY_FORMAT
-from swarmctl.store.sql import Conn
-
-
-def _format(conn: Conn) -> int:
-    # Not migrate.stored_format: every write asks, and a read must not import the migrations.
-    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    return int(row[0]) if row is not None and str(row[0]).isdigit() else 0
+from swarmctl.store.sql import Conn, stored_format
 
 
 class Version(NamedTuple):
@@ -26,7 +20,7 @@ class Version(NamedTuple):
 
 def current_version(conn: Conn) -> Version | None:
     """The version in force (None: the store never had a policy)."""
-    if _format(conn) < POLICY_FORMAT:
+    if stored_format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies ORDER BY op DESC LIMIT 1").fetchone()
     return Version(*row) if row is not None else None
@@ -34,7 +28,7 @@ def current_version(conn: Conn) -> Version | None:
 
 def version_before(conn: Conn, op: int) -> Version | None:
     """The version in force just before op `op` (None: there was none)."""
-    if _format(conn) < POLICY_FORMAT:
+    if stored_format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op < ? ORDER BY op DESC LIMIT 1", (op,)).fetchone()
     return Version(*row) if row is not None else None
@@ -42,7 +36,7 @@ def version_before(conn: Conn, op: int) -> Version | None:
 
 def made_by(conn: Conn, op: int) -> Version | None:
     """The version op `op` made, if it made one."""
-    if _format(conn) < POLICY_FORMAT:
+    if stored_format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op = ?", (op,)).fetchone()
     return Version(*row) if row is not None else None
@@ -81,6 +75,6 @@ def record(w: Any, op: int, text: str | None) -> None:
 
 def all_versions(conn: Conn) -> list[Version]:
     """Every version, oldest first (`store copy` takes them across)."""
-    if _format(conn) < POLICY_FORMAT:
+    if stored_format(conn) < POLICY_FORMAT:
         return []
     return [Version(*r) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]

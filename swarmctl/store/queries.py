@@ -11,7 +11,7 @@ from typing import Iterable, NamedTuple
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
 from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpRow, RefRow
-from swarmctl.store.sql import Conn, starts_with
+from swarmctl.store.sql import Conn, starts_with, stored_format
 
 # --- ops -----------------------------------------------------------------------------------
 
@@ -108,12 +108,6 @@ def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
     if forward:
         found.reverse()
     return found, has_more
-
-
-def stored_format(conn: Conn) -> int:
-    """The store's format as recorded (swarmctl/store/migrate.py moves it forward)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    return int(row[0]) if row is not None and str(row[0]).isdigit() else 0
 
 
 def time_breaks(conn: Conn) -> list[int]:

@@ -74,6 +74,29 @@ def to_pyformat(sql: str, named: bool) -> str:
     return found
 
 
+def stored_format(conn: Conn) -> int:
+    """The store's format as recorded (store/migrate.py moves it forward). On PostgreSQL it is
+    read once a transaction (a write asks several times, and each asking is a round trip to the
+    server); the transaction helper forgets it at each BEGIN."""
+    known = getattr(conn, "format", None)
+    if known is not None:
+        return known
+    row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if row is None or not str(row[0]).isdigit():
+        return 0  # not kept: a new store records its format within its first write
+    found = int(row[0])
+    if isinstance(conn, PgConn) and conn.in_transaction():
+        conn.format = found
+    return found
+
+
+def record_format(conn: Conn, value: int) -> None:
+    """Within a write: the store's format is now `value`."""
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(value),))
+    if isinstance(conn, PgConn):
+        conn.format = value
+
+
 class PgConn:
     """A psycopg connection that takes the store's portable SQL (see the module's docstring)."""
 
@@ -81,6 +104,10 @@ class PgConn:
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
+        self.format: int | None = None  # the store's format, as read in this transaction
+
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != 0  # psycopg.pq.TransactionStatus.IDLE
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         if not params:  # no placeholders: psycopg takes the text as it is

@@ -18,7 +18,8 @@ from swarmctl.store.errors import NoDatabase
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres.url import StoreUrl, scrub
 
-_BUSY = {"55P03", "40001", "40P01", "57014"}  # lock_not_available, serialization, deadlock, canceled
+_LOCK_NOT_AVAILABLE = "55P03"
+_BUSY = {"40001", "40P01", "57014"}  # serialization, deadlock, canceled: no such failure on SQLite
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "25P03"}
 _FORBIDDEN = {"42501", "28000", "28P01", "25006"}  # privilege, authorization, password, read-only
 _MISSING = {"42P01", "3F000", "42703"}  # no such table, schema, column
@@ -30,6 +31,13 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
     state = getattr(exc, "sqlstate", None)
     if isinstance(exc, psycopg.DataError) and "NUL" in text:
         return nul_in_text()
+    if state == _LOCK_NOT_AVAILABLE:  # SWARMCTL_LOCK_TIMEOUT passed: the envelope SQLite's busy store gives
+        return SwarmError(
+            "E_BUSY",
+            f"the store stayed locked past the timeout ({lock_timeout():g}s): database is locked",
+            details=where,
+            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        )
     if state in _BUSY:
         return SwarmError(
             "E_BUSY",
