@@ -189,9 +189,24 @@ class Address(NamedTuple):
                 options += [flag, str(value)]
         return ["swarmctl", *self.cli, *positional, *options]
 
-    def tool(self, **entry: Any) -> Tool:
-        """The registry entry of the tool at this address (`entry`: the rest of its fields)."""
-        return Tool(name=self.name, cli=self.cli, request=self.request, **entry)
+    def tool(self, run: Callable[..., Any], annotations: Annotations, title: str, summary: str, **rest: Any) -> Tool:
+        """The registry entry of the tool at this address, run by `run`: its result type is the
+        one `run` returns, and it changes the store (`mutates`) unless `annotations` say it only
+        reads. `rest`: the entry's other fields, where they differ from Tool's defaults."""
+        import typing
+
+        hints = typing.get_type_hints(run)
+        if hints.get("req") is not self.request:
+            raise TypeError(f"{run.__name__} takes {hints.get('req')}, but {self.name}'s request is {self.request}")
+        rest.setdefault("mutates", not annotations.read_only)
+        return Tool(self.name, self.cli, title, summary, self.request, hints["return"], run, annotations, **rest)
+
+
+def address(command: str, request: type) -> Address:
+    """The address of `command` (its words as typed, `workflow show-definition`): its tool is
+    named by the same words joined by `_` (`workflow_show_definition`)."""
+    cli = tuple(command.split())
+    return Address("_".join(cli).replace("-", "_"), cli, request)
 
 
 class Tool(NamedTuple):

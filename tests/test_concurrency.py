@@ -20,6 +20,7 @@ from core_helpers import AGENT, ALICE, as_, build_golden_store, connect, file_di
 from swarm import swarmctl_argv
 
 from swarmctl.store import Move, Store
+from swarmctl.store.rows import ChangesetRow
 
 WORKERS = 8
 
@@ -199,12 +200,10 @@ def _seed_targets(sw, count: int) -> list[str]:
 
         made = []
         with s.write(ALICE) as w:
-            w.append_op("changeset_create", f"create {count} changesets for the race")
+            op = w.append_op("changeset_create", f"create {count} changesets for the race")
             for i in range(count):
                 cid = ids.changeset_id(message=f"step {i}", parents=[], actor=ALICE, at=w.at, metadata={}, files={})
-                w.insert_changeset(
-                    {"id": cid, "message": f"step {i}", "actor": ALICE, "at": w.at, "parents": "[]", "metadata": "{}", "files": "{}"}
-                )
+                w.insert_changeset(ChangesetRow(cid, op, f"step {i}", ALICE, w.at, [], {}, {}))
                 made.append(cid)
         with s.write(ALICE) as w:
             w.append_op("ref_set", "create counter", [Move("counter", None, made[0])])

@@ -10,7 +10,7 @@ from core_helpers import build_golden_store
 from golden import ROOT
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Store, queries
-from swarmctl.store.errors import Ambiguous, NoStore, NotFound
+from swarmctl.store.errors import Ambiguous, CommitUnknown, NoStore, NotFound
 from swarmctl.tools import common
 
 
@@ -25,11 +25,42 @@ def hints_in(path) -> list[str]:
     return found
 
 
+def texts_in(path) -> list[str]:
+    """Every string in `path`'s code but its docstrings (a hint kept in a variable too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+    ]
+
+
 def test_no_hint_in_store_names_a_command():
     paths = sorted((ROOT / "swarmctl" / "store").rglob("*.py"))
     named = [(p.relative_to(ROOT), h) for p in paths for h in hints_in(p) if "`swarmctl " in h]
     assert named == []
     assert any("`swarmctl " in h for h in hints_in(ROOT / "swarmctl" / "tools" / "common.py"))  # it sees them
+
+
+def test_no_text_in_store_names_a_command():
+    """Nor a message, nor a hint built apart from its `hint=` (docstrings may name commands)."""
+    paths = sorted((ROOT / "swarmctl" / "store").rglob("*.py"))
+    named = [(p.relative_to(ROOT), t) for p in paths for t in texts_in(p) if "`swarmctl " in t]
+    assert named == []
+    assert any("`swarmctl " in t for t in texts_in(ROOT / "swarmctl" / "tools" / "common.py"))  # it sees them
+
+
+def test_a_write_of_unknown_outcome_is_worded_by_tools():
+    """PostgreSQL's lost COMMIT (tests/test_pg_commit.py runs it) raises CommitUnknown, hintless;
+    tools/ say what to do."""
+    error = common.worded(CommitUnknown("lost the connection during COMMIT", {"repo": "x", "commit_unknown": True}))
+    assert (error.code, error.details["commit_unknown"]) == ("E_UNAVAILABLE", True)
+    assert "may have committed" in error.hint and "`swarmctl op log`" in error.hint
 
 
 def test_the_store_raises_typed_lookups_and_tools_word_them(sw):

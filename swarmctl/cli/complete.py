@@ -91,8 +91,8 @@ def _workflows(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]
     store = _store(ctx)
     with store.read() as conn:
         rows = workflows.list_ids(conn, incomplete, 50)
-    for wf_id, name, state in rows:
-        yield wf_id, f"{name} ({state})"
+    for wf in rows:
+        yield wf.id, f"{wf.name} ({wf.state})"
 
 
 def _steps(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
@@ -108,9 +108,9 @@ def _steps(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     store = _store(ctx)
     with store.read() as conn:
         rows = workflows.step_names(conn, records.resolve_id(conn, given))
-    for name, kind, status in rows:
-        if name.startswith(incomplete):
-            yield name, f"{kind}, {status}"
+    for step in rows:
+        if step.name.startswith(incomplete):
+            yield step.name, f"{step.kind}, {step.status}"
     if ctx.command.name == "rollback" and ACKNOWLEDGE_ALL.startswith(incomplete):
         yield ACKNOWLEDGE_ALL, "every step with unknown effects (--acknowledge-unknown-effects)"
 

@@ -20,7 +20,17 @@ from typing import Mapping
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
-from swarmctl.store.errors import Ambiguous, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, not_a_repo, os_failure
+from swarmctl.store.errors import (
+    Ambiguous,
+    CommitUnknown,
+    NoDatabase,
+    NoSchema,
+    NoStore,
+    NotFound,
+    StoreDamaged,
+    not_a_repo,
+    os_failure,
+)
 from swarmctl.store.files import discover, is_store, resolve
 from swarmctl.store.sql import Conn
 
@@ -96,6 +106,7 @@ def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
 
 __all__ = [
     "Ambiguous",
+    "CommitUnknown",
     "Conn",
     "Move",
     "NoDatabase",

@@ -16,14 +16,26 @@ check` prints it). The chain makes accidents and naive edits visible, not a dete
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from swarmctl.store import reverts
 from swarmctl.store.changesets import canonical
+from swarmctl.store.rows import MoveRow, OpHead
 from swarmctl.store.sql import Conn
 
 OP_DOMAIN = "swarmops:op:v1"
 GENESIS = "0" * 64
+
+
+class Link(NamedTuple):
+    """One op's link in the chain, as `walk` finds it."""
+
+    op: int
+    stored: str | None  # the hash the op records (None: a format-1 store, not yet upgraded)
+    computed: str  # the hash its content and the chain before it give
+
+
+_HEAD = ", ".join(OpHead._fields)
 
 
 def op_hash(previous: str, content: dict[str, Any]) -> str:
@@ -32,30 +44,24 @@ def op_hash(previous: str, content: dict[str, Any]) -> str:
     return blake3(previous.encode("ascii") + b"\n" + canonical(content), derive_key_context=OP_DOMAIN).hexdigest()
 
 
-def content(row: tuple, moves: list[tuple], changesets: list[str], reverted: list[int] = ()) -> dict[str, Any]:
-    """What an op's hash covers; `row` is (op, kind, actor, at, description, undoes)."""
-    op, kind, actor, at, description, undoes = row
+def content(head: OpHead, moves: list[MoveRow], changesets: list[str], reverted: Sequence[int] = ()) -> dict[str, Any]:
+    """What an op's hash covers, as the JSON object it hashes (the key order is canonical's)."""
     extra = {"reverts": sorted(reverted)} if reverted else {}
     return {
-        "op": op,
-        "kind": kind,
-        "actor": actor,
-        "at": at,
-        "description": description,
-        "undoes": undoes,
-        "ref_moves": [[name, old, new] for name, old, new in moves],
+        **head._asdict(),
+        "ref_moves": [[m.name, m.old, m.new] for m in moves],
         "changesets": sorted(changesets),
         **extra,
     }
 
 
 def op_content(conn: Conn, op: int) -> dict[str, Any] | None:
-    row = conn.execute("SELECT op, kind, actor, at, description, undoes FROM ops WHERE op = ?", (op,)).fetchone()
+    row = conn.execute(f"SELECT {_HEAD} FROM ops WHERE op = ?", (op,)).fetchone()
     if row is None:
         return None
-    moves = conn.execute("SELECT name, old, new FROM ref_moves WHERE op = ? ORDER BY seq", (op,)).fetchall()
+    moves = [MoveRow(*m) for m in conn.execute("SELECT name, old, new FROM ref_moves WHERE op = ? ORDER BY seq", (op,))]
     made = [r[0] for r in conn.execute("SELECT id FROM changesets WHERE op = ?", (op,))]
-    return content(tuple(row), [tuple(m) for m in moves], made, reverts.targets_of(conn, op))
+    return content(OpHead(*row), moves, made, reverts.targets_of(conn, op))
 
 
 def previous_hash(conn: Conn, op: int) -> str | None:
@@ -77,34 +83,30 @@ def seal(conn: Conn, op: int) -> str:
     return digest
 
 
-def walk(conn: Conn, batch: int = 5000) -> Iterator[tuple[int, str | None, str]]:
-    """(op, stored hash, hash its content and the chain before it give) for every op, in op
-    order; what a check compares and what an upgrade stores. Reads in batches of ops, so a
-    long log costs its length, not its length times three queries."""
+def walk(conn: Conn, batch: int = 5000) -> Iterator[Link]:
+    """Every op's link, in op order; what a check compares and what an upgrade stores. Reads
+    in batches of ops, so a long log costs its length, not its length times three queries."""
     previous = GENESIS
     low = 0
     reverted: dict[int, list[int]] = {}
-    for op, target, _ in reverts.records(conn):
-        reverted.setdefault(op, []).append(target)
+    for record in reverts.records(conn):
+        reverted.setdefault(record.op, []).append(record.target)
     while True:
-        rows = conn.execute(
-            "SELECT op, kind, actor, at, description, undoes, hash FROM ops WHERE op > ? ORDER BY op LIMIT ?",
-            (low, batch),
-        ).fetchall()
+        rows = conn.execute(f"SELECT {_HEAD}, hash FROM ops WHERE op > ? ORDER BY op LIMIT ?", (low, batch)).fetchall()
         if not rows:
             return
         high = rows[-1][0]
-        moves: dict[int, list[tuple]] = {}
+        moves: dict[int, list[MoveRow]] = {}
         for op, name, old, new in conn.execute(
             "SELECT op, name, old, new FROM ref_moves WHERE op > ? AND op <= ? ORDER BY op, seq", (low, high)
         ):
-            moves.setdefault(op, []).append((name, old, new))
+            moves.setdefault(op, []).append(MoveRow(name, old, new))
         made: dict[int, list[str]] = {}
         for op, cid in conn.execute("SELECT op, id FROM changesets WHERE op > ? AND op <= ?", (low, high)):
             made.setdefault(op, []).append(cid)
-        for row in rows:
-            op, stored = row[0], row[6]
-            digest = op_hash(previous, content(tuple(row[:6]), moves.get(op, []), made.get(op, []), reverted.get(op, [])))
-            yield op, stored, digest
+        for *columns, stored in rows:
+            head = OpHead(*columns)
+            digest = op_hash(previous, content(head, moves.get(head.op, []), made.get(head.op, []), reverted.get(head.op, [])))
+            yield Link(head.op, stored, digest)
             previous = stored if stored is not None else digest
         low = high

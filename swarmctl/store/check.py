@@ -138,14 +138,23 @@ def _ops_gapless(conn: Conn) -> list[Problem]:
     return []
 
 
-def times_out_of_order(conn: Conn) -> list[dict[str, Any]]:
+class LateOp(NamedTuple):
+    """An op whose time is earlier than the op before it."""
+
+    op: int
+    at: str
+    previous_at: str  # the time of the op before it
+    recorded: bool  # a known break (time_breaks): a clock that ran ahead, not damage
+
+
+def times_out_of_order(conn: Conn) -> list[LateOp]:
     """Each op whose time is earlier than the op before it, and whether it is a known break."""
     breaks = set(_time_breaks(conn))
     found = []
     previous_at = ""
     for op, at in conn.execute("SELECT op, at FROM ops ORDER BY op"):
         if at < previous_at:
-            found.append({"op": op, "at": at, "previous_at": previous_at, "recorded": op in breaks})
+            found.append(LateOp(op, at, previous_at, op in breaks))
         previous_at = at
     return found
 
@@ -160,12 +169,12 @@ def _ops_ordered(conn: Conn) -> list[Problem]:
     problems = [
         Problem(
             "ops_time_order",
-            f"op {t['op']} at {t['at']} is earlier than the op before it ({t['previous_at']}), "
+            f"op {t.op} at {t.at} is earlier than the op before it ({t.previous_at}), "
             "and no clock skew recorded it",
-            t["op"],
+            t.op,
         )
         for t in times_out_of_order(conn)
-        if not t["recorded"]
+        if not t.recorded
     ]
     for op, undoes, kind, at in conn.execute("SELECT op, undoes, kind, at FROM ops ORDER BY op"):
         if undoes is not None and not 1 <= undoes < op:
@@ -238,10 +247,10 @@ def _hash_chain(conn: Conn) -> list[Problem]:
     from swarmctl.store import chain
 
     problems = []
-    for op, stored, digest in chain.walk(conn):
-        if stored != digest:
-            what = "has no hash" if stored is None else "does not match its hash (its content or the op before it changed)"
-            problems.append(Problem("hash_chain", f"op {op} {what}", op))
+    for link in chain.walk(conn):
+        if link.stored != link.computed:
+            what = "has no hash" if link.stored is None else "does not match its hash (its content or the op before it changed)"
+            problems.append(Problem("hash_chain", f"op {link.op} {what}", link.op))
     return problems
 
 

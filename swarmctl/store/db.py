@@ -7,6 +7,7 @@ are the backend's: swarmctl/store/sqlite.py and swarmctl/store/postgres/.
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from swarmctl import limits
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, policies
+from swarmctl.store.rows import ChangesetRow
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
@@ -343,12 +345,14 @@ class Writer:
 
             chain.seal(self.conn, self.op)
 
-    def insert_changeset(self, row: dict) -> None:
-        """Store a changeset made by this transaction's op (call after append_op)."""
+    def insert_changeset(self, row: ChangesetRow) -> None:
+        """Store a changeset made by this transaction's op (`row.op`; call after append_op)."""
+        if self.op is None or row.op != self.op:
+            raise RuntimeError("store a changeset as made by this transaction's op, after appending it")
         self.conn.execute(
-            "INSERT INTO changesets(id, op, message, actor, at, parents, metadata, files) "
-            "VALUES (:id, :op, :message, :actor, :at, :parents, :metadata, :files)",
-            {**row, "op": self.op},
+            "INSERT INTO changesets(id, op, message, actor, at, parents, metadata, files) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (row.id, row.op, row.message, row.actor, row.at, json.dumps(row.parents),
+             json.dumps(row.metadata, ensure_ascii=False), json.dumps(row.files, ensure_ascii=False)),
         )
 
     def insert_blob(self, blob_id: str, content: bytes) -> None:

@@ -1,10 +1,10 @@
 """What a failure of SQLite or of the filesystem means to the caller, as a typed error; and the
-typed errors of a lookup (NotFound, Ambiguous) and of a store that is missing (NoStore) or
-fails its own checks (StoreDamaged).
+typed errors of a lookup (NotFound, Ambiguous), of a store that is missing (NoStore) or
+fails its own checks (StoreDamaged), and of a write whose outcome is unknown (CommitUnknown).
 
 store/ knows nothing of the CLI: no hint here names a command. tools/ word the lookups for
-people (tools/common.py), which also holds the hints of NoStore, NoDatabase, NoSchema and
-StoreDamaged (they name commands), added to the error where the runner makes the envelope.
+people (tools/common.py), which also holds the hints of NoStore, NoDatabase, NoSchema,
+StoreDamaged and CommitUnknown (they name commands), added to the error where the runner makes the envelope.
 """
 
 from __future__ import annotations
@@ -150,6 +150,15 @@ class NoSchema(SwarmError):
             details={"path": shown, "schema": schema},
         )
         self.shown, self.schema = shown, schema
+
+
+class CommitUnknown(SwarmError):
+    """The connection to the store's server failed during COMMIT, and whether the write
+    committed could not be learned (`details`: the store's, with `commit_unknown` and the
+    write's `request` id, by which a later look finds its op)."""
+
+    def __init__(self, message: str, details: dict) -> None:
+        super().__init__("E_UNAVAILABLE", message, details=details)
 
 
 def damaged(problems: list) -> StoreDamaged:

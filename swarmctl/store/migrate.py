@@ -36,7 +36,7 @@ def _to_2(conn: Conn) -> None:
         if statement.strip():
             conn.execute(statement)
     conn.execute("ALTER TABLE ops ADD COLUMN hash TEXT")
-    hashes = [(digest, op) for op, _, digest in chain.walk(conn)]
+    hashes = [(link.computed, link.op) for link in chain.walk(conn)]
     conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", hashes)
 
 

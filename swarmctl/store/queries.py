@@ -10,12 +10,12 @@ from typing import Iterable, NamedTuple
 
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
-from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpRow, RefRow
+from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpHead, OpRow, RefRow
 from swarmctl.store.sql import Conn, starts_with, stored_format
 
 # --- ops -----------------------------------------------------------------------------------
 
-_OP_COLUMNS = "op, kind, actor, at, description, undoes"
+_OP_COLUMNS = ", ".join(OpHead._fields)
 
 
 def newest_op(conn: Conn, actor: str | None = None) -> int | None:
@@ -35,9 +35,12 @@ def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
     if not ops:
         return []
     marks = ",".join("?" * len(ops))
-    chained = stored_format(conn) >= 2  # format 1: no hash chain yet
-    columns = _OP_COLUMNS + (", hash" if chained else "")
-    rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM ops WHERE op IN ({marks})", ops)}
+    link = "hash" if stored_format(conn) >= 2 else "NULL"  # format 1: no hash chain yet
+    heads: dict[int, OpHead] = {}
+    hashes: dict[int, str | None] = {}
+    for *columns, digest in conn.execute(f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op IN ({marks})", ops):
+        head = OpHead(*columns)
+        heads[head.op], hashes[head.op] = head, digest
     moves: dict[int, list[MoveRow]] = {op: [] for op in ops}
     for op, name, old, new in conn.execute(
         f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", ops
@@ -51,9 +54,10 @@ def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
     undone |= reverts.reverted_among(conn, ops)
     undone_by = {op: undo_in_effect(conn, op) for op in undone}
     return [
-        OpRow(op, *rows[op][1:5], moves[op], made[op], rows[op][5], undone_by.get(op), rows[op][6] if chained else None)
-        for op in ops
-        if op in rows
+        OpRow(
+            h.op, h.kind, h.actor, h.at, h.description, moves[h.op], made[h.op], h.undoes, undone_by.get(h.op), hashes[h.op]
+        )
+        for h in (heads[op] for op in ops if op in heads)
     ]
 
 
@@ -68,7 +72,12 @@ class LogQuery(NamedTuple):
     until: str | None = None
 
 
-def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
+class LogPage(NamedTuple):
+    ops: list[int]  # newest first
+    more: bool  # more ops match beyond them
+
+
+def op_log(conn: Conn, q: LogQuery) -> LogPage:
     """The op numbers that match, newest first, and whether more match beyond them.
 
     With only `after`, the ops nearest after it are taken (a cursor paging forward);
@@ -107,7 +116,7 @@ def op_log(conn: Conn, q: LogQuery) -> tuple[list[int], bool]:
     found = found[: q.limit]
     if forward:
         found.reverse()
-    return found, has_more
+    return LogPage(found, has_more)
 
 
 def time_breaks(conn: Conn) -> list[int]:
@@ -118,13 +127,20 @@ def time_breaks(conn: Conn) -> list[int]:
     return [r[0] for r in conn.execute("SELECT op FROM time_breaks ORDER BY op")]
 
 
-def time_runs(conn: Conn) -> list[tuple[int, int]]:
-    """(first, last) op of each run of ops whose times are in op order, oldest first."""
+class TimeRun(NamedTuple):
+    """A run of ops whose times are in op order."""
+
+    first: int
+    last: int
+
+
+def time_runs(conn: Conn) -> list[TimeRun]:
+    """Each run of ops whose times are in op order, oldest first."""
     newest = newest_op(conn)
     if newest is None:
         return []
     starts = [1, *(b for b in time_breaks(conn) if 1 < b <= newest)]
-    return [(start, end - 1) for start, end in zip(starts, [*starts[1:], newest + 1])]
+    return [TimeRun(start, end - 1) for start, end in zip(starts, [*starts[1:], newest + 1])]
 
 
 def _at(conn: Conn, op: int) -> str:

@@ -14,6 +14,17 @@ class MoveRow(NamedTuple):
     new: str | None
 
 
+class OpHead(NamedTuple):
+    """The columns of an op's own row (what its hash covers, with its moves and changesets)."""
+
+    op: int
+    kind: str
+    actor: str
+    at: str
+    description: str
+    undoes: int | None
+
+
 class OpRow(NamedTuple):
     """A whole op record: the fields of tools/op.OpRecord, in the order `op log` prints them."""
 

@@ -74,6 +74,30 @@ class Listed(NamedTuple):
     done: int  # steps that succeeded
 
 
+class OwnerRow(NamedTuple):
+    """The process that holds a workflow (as hosts.Owner, which it equals when it names it)."""
+
+    host: str | None  # None in a store older than format 4
+    pid: int | None  # None: no process holds it
+    start: str | None
+
+
+class WorkflowBrief(NamedTuple):
+    """A workflow as shell completion shows it."""
+
+    id: str
+    name: str
+    state: str  # as saved
+
+
+class StepBrief(NamedTuple):
+    """A step as shell completion shows it."""
+
+    name: str
+    kind: str
+    status: str  # as saved
+
+
 _WF_COLUMNS = ", ".join(WorkflowRow._fields)
 # A store older than format 4 has no owner_host nor owner_lease: read as it is, they are null.
 LEASE_FORMAT = 4
@@ -111,11 +135,11 @@ def rev(conn: Conn, workflow_id: str) -> int | None:
     return row[0] if row else None
 
 
-def owner(conn: Conn, workflow_id: str) -> tuple[str | None, int | None, str | None] | None:
-    """(host, pid, start time) of the process that holds the workflow; None if there is no
-    such workflow. (Inside a write: the store is at the current format.)"""
+def owner(conn: Conn, workflow_id: str) -> OwnerRow | None:
+    """The process that holds the workflow; None if there is no such workflow. (Inside a
+    write: the store is at the current format.)"""
     row = conn.execute("SELECT owner_host, owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
-    return (row[0], row[1], row[2]) if row else None
+    return OwnerRow(*row) if row else None
 
 
 def renew_lease(conn: Conn, workflow_id: str, until: str) -> None:
@@ -147,19 +171,19 @@ def listed(conn: Conn, state: str | None, limit: int) -> list[Listed]:
     return [Listed(*r) for r in rows]
 
 
-def list_ids(conn: Conn, prefix: str, limit: int) -> list[tuple[str, str, str]]:
-    """(id, name, saved state) of the newest workflows whose id starts with `prefix`: for completion."""
+def list_ids(conn: Conn, prefix: str, limit: int) -> list[WorkflowBrief]:
+    """The newest workflows whose id starts with `prefix`: for completion."""
     matches, pattern = starts_with(conn, "id", prefix)
-    return conn.execute(
+    rows = conn.execute(
         f"SELECT id, name, state FROM workflows WHERE {matches} ORDER BY created_at DESC LIMIT ?", (pattern, limit)
-    ).fetchall()
+    )
+    return [WorkflowBrief(*r) for r in rows]
 
 
-def step_names(conn: Conn, workflow_id: str) -> list[tuple[str, str, str]]:
-    """(name, kind, saved status) of each step, in order: for completion."""
-    return conn.execute(
-        "SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,)
-    ).fetchall()
+def step_names(conn: Conn, workflow_id: str) -> list[StepBrief]:
+    """Each step, in order: for completion."""
+    rows = conn.execute("SELECT name, kind, status FROM workflow_steps WHERE workflow = ? ORDER BY idx", (workflow_id,))
+    return [StepBrief(*r) for r in rows]
 
 
 # --- writes (inside Store.write) -------------------------------------------------------------

@@ -1,7 +1,5 @@
 """Changesets: immutable, content-addressed, never removed."""
 
-import json
-
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
@@ -139,17 +137,7 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
         if queries.changeset_row(w.conn, cid) is None:
             for path, content in files.items():
                 w.insert_blob(blobs[path], content)
-            w.insert_changeset(
-                {
-                    "id": cid,
-                    "message": req.message,
-                    "actor": actor,
-                    "at": w.at,
-                    "parents": json.dumps(parents),
-                    "metadata": json.dumps(metadata, ensure_ascii=False),
-                    "files": json.dumps(blobs, ensure_ascii=False),
-                }
-            )
+            w.insert_changeset(queries.ChangesetRow(cid, op, req.message, actor, w.at, parents, metadata, blobs))
         record = _record(w.conn, cid)
     return ChangesetCreateResult(changeset=record, op=op, ref_moves=[RefMove(m.name, m.old, m.new) for m in moves])
 

@@ -9,7 +9,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Call, Cli, Range, result_type
-from swarmctl.store import Ambiguous, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
+from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
@@ -137,6 +137,8 @@ HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
     NoSchema: lambda error: f"Create one with `swarmctl init {error.shown}`, or name the store's schema with ?schema=NAME.",
     StoreDamaged: lambda error: "Nothing was written. `swarmctl store check` lists every problem; restore the "
     "store from a backup, or repair what it names.",
+    CommitUnknown: lambda error: "The write may have committed: look before retrying (`swarmctl op log`, `ref show`). "
+    "A retry with --expect (ref set, ref delete) cannot apply twice: it says where the ref is now.",
 }
 
 

@@ -252,7 +252,7 @@ def _check(ctx: Context) -> StoreCheckResult:
         problems=[CheckProblem(**p.to_dict()) for p in problems],
         head=head,
         format=found or 0,
-        times_out_of_order=[TimeOutOfOrder(**t) for t in late],
+        times_out_of_order=[TimeOutOfOrder(**t._asdict()) for t in late],
     )
     if problems:
         from swarmctl.spec import plain

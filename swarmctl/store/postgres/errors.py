@@ -14,7 +14,7 @@ import re
 import psycopg
 
 from swarmctl.envelope import SwarmError
-from swarmctl.store.errors import NoDatabase
+from swarmctl.store.errors import CommitUnknown, NoDatabase
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres.url import StoreUrl, scrub
 
@@ -78,13 +78,11 @@ def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
 
 
 def unavailable(url: StoreUrl, message: str, **details) -> SwarmError:
-    hint = "Nothing was written. Check that the server is up and reachable, then retry."
+    where = {"repo": url.shown, **details}
     if details.get("commit_unknown"):
-        hint = (
-            "The write may have committed: look before retrying (`swarmctl op log`, `ref show`). A retry "
-            "with --expect (ref set, ref delete) cannot apply twice: it says where the ref is now."
-        )
-    return SwarmError("E_UNAVAILABLE", message, details={"repo": url.shown, **details}, hint=hint)
+        return CommitUnknown(message, where)  # what to do names commands: tools/common.py says it
+    hint = "Nothing was written. Check that the server is up and reachable, then retry."
+    return SwarmError("E_UNAVAILABLE", message, details=where, hint=hint)
 
 
 def forbidden(url: StoreUrl, message: str) -> SwarmError:

@@ -65,7 +65,7 @@ def tx_begin(ctx: Context, req: TxReq) -> TxBeginResult:
                 details={"tx": existing.tx, "state": existing.state, "revision": existing.revision},
                 hint="One open transaction per actor: see it with `swarmctl tx status`, then finish it with "
                 "`swarmctl tx commit` or discard it with `swarmctl tx rollback`.",
-                next=TX_STATUS.call(),
+                next=calls.STATUS.call(),
             )
         base_op, limit = queries.newest_op(w.conn), txs.max_revisions(w.conn)
         tx = txs.begin(w.conn, actor, base_op, limit, w.at)
@@ -347,41 +347,18 @@ _BEGIN = Annotations(read_only=False, destructive=False, idempotent=False)
 _END = Annotations(read_only=False, destructive=True, idempotent=False)
 _SETTING = Annotations(read_only=False, destructive=False, idempotent=True)
 
-TX_BEGIN = calls.BEGIN.tool(
-    title="Begin a transaction", summary="Open a transaction for staging ref moves.",
-    result=TxBeginResult, run=tx_begin, annotations=_BEGIN, mutates=True,
-)
-TX_SET = calls.SET.tool(
-    title="Stage a ref move", summary="Stage: NAME is to name TARGET when the transaction commits.",
-    result=TxStageResult, run=tx_set, annotations=_STAGE, mutates=True,
-)
-TX_DELETE = calls.DELETE.tool(
-    title="Stage a ref delete", summary="Stage: NAME is to be deleted when the transaction commits.",
-    result=TxStageResult, run=tx_delete, annotations=_STAGE, mutates=True,
-)
-TX_STATUS = calls.STATUS.tool(
-    title="Transaction status", summary="Show your transaction: staged moves, revisions, conflicts.",
-    result=TxStatusResult, run=tx_status, annotations=READ, mutates=False,
-)
-TX_UNDO = calls.UNDO.tool(
-    title="Undo a staged revision", summary="Take back the newest applied staged revision.",
-    result=TxUndoResult, run=tx_undo, annotations=_STEP, mutates=True,
-)
-TX_REDO = calls.REDO.tool(
-    title="Redo a staged revision", summary="Re-apply the staged revision undone last.",
-    result=TxRedoResult, run=tx_redo, annotations=_STEP, mutates=True,
-)
-TX_COMMIT = calls.COMMIT.tool(
-    title="Commit a transaction", summary="Make the staged moves as one op, by compare-and-swap.",
-    result=TxCommitResult, run=tx_commit, annotations=_END, mutates=True,
-)
-TX_ROLLBACK = calls.ROLLBACK.tool(
-    title="Transaction Rollback", summary="Discard the transaction and its staged revisions; no ref changes.",
-    result=TxRollbackResult, run=tx_rollback, annotations=_END, mutates=True,
-)
-TX_CONFIG = calls.CONFIG.tool(
-    title="Transaction settings", summary="Show or set the store's bound on staged revisions.",
-    result=TxConfigResult, run=tx_config, annotations=_SETTING, mutates=True,
-)
-
-TOOLS = [TX_BEGIN, TX_SET, TX_DELETE, TX_STATUS, TX_UNDO, TX_REDO, TX_COMMIT, TX_ROLLBACK, TX_CONFIG]
+# One entry a tool: its address (calls.py: command, request), the function (its result type is
+# the one it returns), what it does to the store, its title and its one-line summary.
+TOOLS = [
+    calls.BEGIN.tool(tx_begin, _BEGIN, "Begin a transaction", "Open a transaction for staging ref moves."),
+    calls.SET.tool(tx_set, _STAGE, "Stage a ref move", "Stage: NAME is to name TARGET when the transaction commits."),
+    calls.DELETE.tool(tx_delete, _STAGE, "Stage a ref delete", "Stage: NAME is to be deleted when the transaction commits."),
+    calls.STATUS.tool(tx_status, READ, "Transaction status", "Show your transaction: staged moves, revisions, conflicts."),
+    calls.UNDO.tool(tx_undo, _STEP, "Undo a staged revision", "Take back the newest applied staged revision."),
+    calls.REDO.tool(tx_redo, _STEP, "Redo a staged revision", "Re-apply the staged revision undone last."),
+    calls.COMMIT.tool(tx_commit, _END, "Commit a transaction", "Make the staged moves as one op, by compare-and-swap."),
+    calls.ROLLBACK.tool(
+        tx_rollback, _END, "Transaction Rollback", "Discard the transaction and its staged revisions; no ref changes."
+    ),
+    calls.CONFIG.tool(tx_config, _SETTING, "Transaction settings", "Show or set the store's bound on staged revisions."),
+]

@@ -1,16 +1,17 @@
-"""Where each tx tool is reached: its name, its command and its request type, declared once.
-The registry entries (in __init__) are built on these addresses; staging.py builds the calls it
-names as what to do next (`next`) from them, without importing the package that runs the tools."""
+"""Where each tx tool is reached: its command and its request type, declared once (the tool's
+name is the command's words: spec.address). The registry entries (in __init__) are built on
+these addresses; staging.py builds the calls it names as what to do next (`next`) from them,
+without importing the package that runs the tools."""
 
-from swarmctl.spec import Address
+from swarmctl.spec import address
 from swarmctl.tools.tx.models import TxCommitReq, TxConfigReq, TxDeleteReq, TxReq, TxSetReq
 
-BEGIN = Address("tx_begin", ("tx", "begin"), TxReq)
-SET = Address("tx_set", ("tx", "set"), TxSetReq)
-DELETE = Address("tx_delete", ("tx", "delete"), TxDeleteReq)
-STATUS = Address("tx_status", ("tx", "status"), TxReq)
-UNDO = Address("tx_undo", ("tx", "undo"), TxReq)
-REDO = Address("tx_redo", ("tx", "redo"), TxReq)
-COMMIT = Address("tx_commit", ("tx", "commit"), TxCommitReq)
-ROLLBACK = Address("tx_rollback", ("tx", "rollback"), TxReq)
-CONFIG = Address("tx_config", ("tx", "config"), TxConfigReq)
+BEGIN = address("tx begin", TxReq)
+SET = address("tx set", TxSetReq)
+DELETE = address("tx delete", TxDeleteReq)
+STATUS = address("tx status", TxReq)
+UNDO = address("tx undo", TxReq)
+REDO = address("tx redo", TxReq)
+COMMIT = address("tx commit", TxCommitReq)
+ROLLBACK = address("tx rollback", TxReq)
+CONFIG = address("tx config", TxConfigReq)

@@ -303,49 +303,24 @@ def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError 
 
 _RUNS = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
 
-RUN = calls.RUN.tool(
-    title="Run a workflow",
-    summary="Create a workflow from a TOML file and run its steps.",
-    result=WorkflowStatus, run=workflow_run, annotations=_RUNS, mutates=True,
-)
-STATUS = calls.STATUS.tool(
-    title="Workflow status",
-    summary="Show a workflow and each step's status.",
-    result=WorkflowStatus, run=workflow_status, annotations=READ, mutates=False,
-)
-LIST = calls.LIST.tool(
-    title="List workflows",
-    summary="List workflows, newest first.",
-    result=WorkflowListResult, run=workflow_list, annotations=READ, mutates=False,
-    records="workflows",
-)
-APPROVE = calls.APPROVE.tool(
-    title="Approve a workflow gate",
-    summary="Approve the gate a workflow waits at.",
-    result=WorkflowApproveResult, run=workflow_approve,
-    annotations=Annotations(read_only=False, destructive=False, idempotent=True), mutates=True,
-)
-RESUME = calls.RESUME.tool(
-    title="Resume a workflow",
-    summary="Continue a workflow past an approved gate or (with --retry) a failed step.",
-    result=WorkflowStatus, run=workflow_resume, annotations=_RUNS, mutates=True,
-)
-CANCEL = calls.CANCEL.tool(
-    title="Cancel a workflow",
-    summary="Stop a workflow for good, leaving what ran in place.",
-    result=WorkflowCancelResult, run=workflow_cancel,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=False), mutates=True,
-)
-ROLLBACK = calls.ROLLBACK.tool(
-    title="Roll back a workflow",
-    summary="Preview, then (with --confirm) undo a workflow's steps, last first.",
-    result=WorkflowRollbackResult, run=workflow_rollback, annotations=_RUNS, mutates=True,
-)
-SHOW_DEFINITION = calls.SHOW_DEFINITION.tool(
-    title="Show a workflow's definition",
-    summary="Print a workflow's definition as TOML, secrets redacted.",
-    result=WorkflowDefinitionResult, run=workflow_show_definition,
-    annotations=READ, mutates=False,
-)
+_APPROVES = Annotations(read_only=False, destructive=False, idempotent=True)
+_CANCELS = Annotations(read_only=False, destructive=True, idempotent=False)
 
-TOOLS = [RUN, STATUS, LIST, APPROVE, RESUME, CANCEL, ROLLBACK, SHOW_DEFINITION]
+# One entry a tool: its address (calls.py: command, request), the function (its result type is
+# the one it returns), what it does, its title and its one-line summary.
+TOOLS = [
+    calls.RUN.tool(workflow_run, _RUNS, "Run a workflow", "Create a workflow from a TOML file and run its steps."),
+    calls.STATUS.tool(workflow_status, READ, "Workflow status", "Show a workflow and each step's status."),
+    calls.LIST.tool(workflow_list, READ, "List workflows", "List workflows, newest first.", records="workflows"),
+    calls.APPROVE.tool(workflow_approve, _APPROVES, "Approve a workflow gate", "Approve the gate a workflow waits at."),
+    calls.RESUME.tool(
+        workflow_resume, _RUNS, "Resume a workflow", "Continue a workflow past an approved gate or (with --retry) a failed step."
+    ),
+    calls.CANCEL.tool(workflow_cancel, _CANCELS, "Cancel a workflow", "Stop a workflow for good, leaving what ran in place."),
+    calls.ROLLBACK.tool(
+        workflow_rollback, _RUNS, "Roll back a workflow", "Preview, then (with --confirm) undo a workflow's steps, last first."
+    ),
+    calls.SHOW_DEFINITION.tool(
+        workflow_show_definition, READ, "Show a workflow's definition", "Print a workflow's definition as TOML, secrets redacted."
+    ),
+]
