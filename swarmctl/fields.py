@@ -14,6 +14,7 @@ into one the caller did not ask for. A near miss is exactly:
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from swarmctl.envelope import SwarmError
@@ -47,8 +48,7 @@ class Read(NamedTuple):
 def read(request: type, arguments: dict[str, Any]) -> Read:
     """`arguments` with aliases renamed and door-only values converted; the unknown names
     listed. Raises E_INVALID_ARG for a near miss, or a field given under two of its names."""
-    fields = {f.name: f for f in dataclasses.fields(request)}
-    aliases = {alias: f.name for f in fields.values() for alias in f.metadata.get("json_aliases", ())}
+    fields, aliases = _names(request)
     out: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in arguments.items():
@@ -78,6 +78,13 @@ def read(request: type, arguments: dict[str, Any]) -> Read:
             value = list(from_bool[value])
         out[name] = value
     return Read(out, ignored)
+
+
+@lru_cache(maxsize=None)
+def _names(request: type) -> tuple[dict[str, dataclasses.Field], dict[str, str]]:
+    """A request type's fields by name, and the other names its fields are also called by."""
+    fields = {f.name: f for f in dataclasses.fields(request)}
+    return fields, {alias: f.name for f in fields.values() for alias in f.metadata.get("json_aliases", ())}
 
 
 def near_miss(given: str, known: Any) -> str | None:

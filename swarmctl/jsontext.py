@@ -26,9 +26,10 @@ class DuplicateField(ValueError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    if repeated := twice(key for key, _ in pairs):
-        raise DuplicateField(repeated)
-    return dict(pairs)
+    found = dict(pairs)
+    if len(found) < len(pairs):  # a key came twice: say which
+        raise DuplicateField(twice(key for key, _ in pairs))
+    return found
 
 
 def parse_arguments(text: str, what: str = "the arguments") -> Any:

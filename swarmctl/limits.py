@@ -163,6 +163,8 @@ _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 def json_depth_exceeds(text: str, limit: int) -> bool:
     """Whether JSON `text` nests arrays and objects deeper than `limit` (strings skipped)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # not that many openings even counting those inside strings: a small call's case
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     if brackets.count("[") + brackets.count("{") <= limit:
         return False

@@ -225,18 +225,21 @@ def _utf8(data: bytes, what: str) -> str:
 
 def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     """`call --lines`: each line of stdin a call, each envelope a line of stdout, as it ends."""
+    from pathlib import Path
+
     from swarmctl import limits, registry
     from swarmctl.calls import call_line
     from swarmctl.context import Context, OpenStores
     from swarmctl.envelope import Meta, SwarmError, dumps, exit_status, failure, interrupted
 
     tools, stores, status = registry.by_name(), OpenStores(), 0
+    cwd = Path.cwd()  # where --repo is taken from, or the store discovered: the same for every line
     try:
         # Each line is held to SWARMCTL_MAX_INPUT_BYTES: a longer one is refused, never held whole.
         for raw in limits.read_lines(sys.stdin.buffer):
             if raw is not None and not raw.strip():
                 continue
-            ctx = Context(repo=globals_.repo, actor=globals_.actor, stores=stores)
+            ctx = Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores)
             try:
                 if raw is None:
                     raise limits.too_big("a line of stdin", limits.max_input_bytes())

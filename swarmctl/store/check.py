@@ -98,11 +98,14 @@ def head_problems(conn: Conn) -> list[Problem]:
     return problems
 
 
-def ref_problems(conn: Conn, names: Iterable[str]) -> list[Problem]:
-    """Does each ref agree with its last move in the op log (what it names, which op)?"""
+def ref_problems(conn: Conn, names: Iterable[str], targets: dict[str, Any] | None = None) -> list[Problem]:
+    """Does each ref agree with its last move in the op log (what it names, which op)? What
+    each names as read (None: absent) goes into `targets`, when given."""
     problems = []
     for name in dict.fromkeys(names):
         ref = conn.execute("SELECT target, op FROM refs WHERE name = ?", (name,)).fetchone()
+        if targets is not None:
+            targets[name] = ref[0] if ref is not None else None
         last = conn.execute(
             "SELECT op, new FROM ref_moves WHERE name = ? ORDER BY op DESC LIMIT 1", (name,)
         ).fetchone()

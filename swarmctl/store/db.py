@@ -11,7 +11,7 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import limits
 from swarmctl import policy as rules
@@ -46,6 +46,9 @@ class Store:
         self.format = FORMAT_VERSION
         # `policy check` rehearses a call: its transactions roll back where they would commit.
         self.rehearsing = False
+        # The newest op as this write transaction found it, where the backend read it (None:
+        # not known; the writer asks the database). Spares a write re-reading its predecessor.
+        self._head: Head | None = None
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -125,13 +128,15 @@ class Store:
         try:
             try:
                 at = self._begin_write()
-                _refuse_if_moved(self)
+                stored_format = _refuse_if_moved(self)
                 if self.format < FORMAT_VERSION:
                     from swarmctl.store import migrate
 
                     migrate.upgrade(self.conn)  # in this transaction: all of it, or none
                     self.format = FORMAT_VERSION
-                writer = Writer(self, actor, at)
+                    self._forget_head()  # the upgrade may have rewritten its hash
+                    stored_format = None
+                writer = Writer(self, actor, at, stored_format)
                 self.verify_actor(writer)
                 yield writer
                 writer.seal()
@@ -180,6 +185,10 @@ class Store:
         written the store since (then the write need not check it again)."""
         return False
 
+    def _forget_head(self) -> None:
+        """The newest op may have changed in ways this transaction's `_head` does not show."""
+        self._head = None
+
     def _rollback(self) -> None:
         raise NotImplementedError
 
@@ -188,16 +197,20 @@ class Store:
 MOVED_TO = "moved_to"
 
 
-def _refuse_if_moved(store: Store) -> None:
-    """A fenced store (`store copy --fence`) reads, but writes go to its copy."""
-    row = store.conn.execute("SELECT value FROM meta WHERE key = ?", (MOVED_TO,)).fetchone()
-    if row is not None:
+def _refuse_if_moved(store: Store) -> int:
+    """A fenced store (`store copy --fence`) reads, but writes go to its copy. Returns the
+    store's format as recorded (read in the same query: every write wants both)."""
+    meta = dict(store.conn.execute("SELECT key, value FROM meta WHERE key IN ('format', ?)", (MOVED_TO,)).fetchall())
+    moved_to = meta.get(MOVED_TO)
+    if moved_to is not None:
         raise SwarmError(
             "E_STATE",
-            f"the store at {store.repo} was moved to {row[0]}; it no longer takes writes",
-            details={"repo": store.repo, "moved_to": row[0]},
-            hint=f"Nothing was written. Use the store at {row[0]} (--repo or SWARMCTL_REPO); this one still reads.",
+            f"the store at {store.repo} was moved to {moved_to}; it no longer takes writes",
+            details={"repo": store.repo, "moved_to": moved_to},
+            hint=f"Nothing was written. Use the store at {moved_to} (--repo or SWARMCTL_REPO); this one still reads.",
         )
+    found = meta.get("format")
+    return int(found) if found is not None and str(found).isdigit() else 0
 
 
 def _fault_pause_before_commit() -> None:
@@ -240,6 +253,14 @@ def op_time(now: str, newest: str | None) -> str:
     return now if names.seconds_between(now, newest) > skew else newest
 
 
+class Head(NamedTuple):
+    """The newest op of a store: its number, time and hash (None: a store of format 1)."""
+
+    op: int
+    at: str
+    hash: str | None
+
+
 class Move(NamedTuple):
     """One ref move an op makes: `old` is what the ref must name now (None: must not exist)."""
 
@@ -248,37 +269,45 @@ class Move(NamedTuple):
     new: str | None
 
 
-def _refuse_if_damaged(conn: Conn, moves: Sequence[Move], head_known: bool = False) -> None:
+def _refuse_if_damaged(conn: Conn, moves: Sequence[Move], head_known: bool = False) -> dict[str, Any]:
     """The cheap checks every op makes of what it depends on, before writing anything: each ref
     it moves agrees with that ref's last move in the op log, and the newest op is well-formed
     (a known kind, a time, its link in the hash chain). A store that fails them is damaged:
-    E_STORE_CORRUPT, nothing written. (`store check` makes the full check.)"""
+    E_STORE_CORRUPT, nothing written. (`store check` makes the full check.) Returns what each
+    ref names now, as read for the check (None: absent)."""
     from swarmctl.store import check
 
     head = [] if head_known else check.head_problems(conn)
-    problems = head + check.ref_problems(conn, [m.name for m in moves])
+    targets: dict[str, Any] = {}
+    problems = head + check.ref_problems(conn, [m.name for m in moves], targets)
     if problems:
         from swarmctl.store.errors import damaged
 
         raise damaged(problems)
+    return targets
 
 
 class Writer:
     """What may be done inside `Store.write`: every op is appended through `append_op`."""
 
-    def __init__(self, store: Store, actor: str, at: str) -> None:
+    def __init__(self, store: Store, actor: str, at: str, stored_format: int | None = None) -> None:
         self.store = store
         self.conn = store.conn
         self.actor = actor
         self.at = at
         self.op: int | None = None
+        self.hash: str | None = None  # the op's link in the hash chain, once sealed
+        # The format the store recorded as this transaction began (None: ask), for the policy.
+        self.stored_format = stored_format
         self._policy: rules.Policy | None | bool = False  # False: not read yet
+        # The op's content as appended, for its hash (changesets and reverts are read back).
+        self._appended: tuple[tuple, list[tuple]] | None = None
 
     @property
     def policy(self) -> rules.Policy | None:
         """The store's policy in force, read once per transaction (None: it has none)."""
         if self._policy is False:
-            self._policy = policies.current(self.conn)
+            self._policy = policies.current(self.conn, self.stored_format)
         return self._policy  # type: ignore[return-value]
 
     def refuse_forbidden_moves(self, refs: Iterable[str]) -> None:
@@ -309,12 +338,11 @@ class Writer:
         if kind not in OP_KINDS:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
         self.refuse_forbidden_moves(m.name for m in moves)
-        _refuse_if_damaged(self.conn, moves, self.store._head_is_own())
+        targets = _refuse_if_damaged(self.conn, moves, self.store._head_is_own())
         # A guard: every caller reads the refs inside this transaction, so a conflict here is a
         # bug in the caller (the tools check first, to say more in their own error).
-        found = conflicts.find(self.conn, moves, since=None)
-        if found:
-            raise conflicts.cas_mismatch(found)
+        if any(targets[m.name] != m.old for m in moves):
+            raise conflicts.cas_mismatch(conflicts.find(self.conn, moves, since=None))
         op = self.conn.execute(
             "INSERT INTO ops(op, kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?, ?) RETURNING op",
             (self.store._next_op(), kind, self.actor, self.at, description, undoes),
@@ -332,18 +360,33 @@ class Writer:
                     "ON CONFLICT(name) DO UPDATE SET target = excluded.target, op = excluded.op",
                     (m.name, m.new, op),
                 )
-        previous = self.conn.execute("SELECT at FROM ops WHERE op = ?", (op - 1,)).fetchone()
-        if previous is not None and self.at < previous[0]:
+        previous = self._previous_at(op)
+        if previous is not None and self.at < previous:
             self.conn.execute("INSERT INTO time_breaks(op) VALUES (?)", (op,))  # see op_time
         self.op = op
+        self._appended = ((op, kind, self.actor, self.at, description, undoes), [tuple(m) for m in moves])
         return op
+
+    def _head_before(self, op: int) -> Head | None:
+        """The op before `op` as this transaction began, where the backend read it."""
+        head = self.store._head
+        return head if head is not None and head.op == op - 1 else None
+
+    def _previous_at(self, op: int) -> str | None:
+        head = self._head_before(op)
+        if head is not None:
+            return head.at
+        row = self.conn.execute("SELECT at FROM ops WHERE op = ?", (op - 1,)).fetchone()
+        return row[0] if row is not None else None
 
     def seal(self) -> None:
         """Record this transaction's op in the op log's hash chain, with all its content."""
         if self.op is not None:
             from swarmctl.store import chain
 
-            chain.seal(self.conn, self.op)
+            head = self._head_before(self.op)
+            previous = head.hash if head is not None and head.hash is not None else None
+            self.hash = chain.seal(self.conn, self.op, previous=previous, appended=self._appended)
 
     def insert_changeset(self, row: ChangesetRow) -> None:
         """Store a changeset made by this transaction's op (`row.op`; call after append_op)."""

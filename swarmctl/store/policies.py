@@ -18,9 +18,10 @@ class Version(NamedTuple):
     text: str | None  # None: no policy
 
 
-def current_version(conn: Conn) -> Version | None:
-    """The version in force (None: the store never had a policy)."""
-    if stored_format(conn) < POLICY_FORMAT:
+def current_version(conn: Conn, known_format: int | None = None) -> Version | None:
+    """The version in force (None: the store never had a policy). `known_format`: the
+    format the store records, where the caller read it in this transaction (None: ask)."""
+    if (known_format if known_format is not None else stored_format(conn)) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies ORDER BY op DESC LIMIT 1").fetchone()
     return Version(*row) if row is not None else None
@@ -42,9 +43,10 @@ def made_by(conn: Conn, op: int) -> Version | None:
     return Version(*row) if row is not None else None
 
 
-def current(conn: Conn) -> rules.Policy | None:
-    """The policy in force, parsed (None: the store has none)."""
-    found = current_version(conn)
+def current(conn: Conn, known_format: int | None = None) -> rules.Policy | None:
+    """The policy in force, parsed (None: the store has none); `known_format` as for
+    `current_version`."""
+    found = current_version(conn, known_format)
     if found is None or found.text is None:
         return None
     return _parsed(found.text, found.op)
@@ -69,6 +71,7 @@ def record(w: Any, op: int, text: str | None) -> None:
     from swarmctl.store import migrate  # only a change of the policy needs the migrations
 
     migrate.raise_for_policy(w.conn)
+    w.stored_format = None  # raised just now, perhaps: read it again where it is asked
     w.conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
     w.store.policy_changed(w.conn, rules.parse(text, op) if text is not None else None)
 

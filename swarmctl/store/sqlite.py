@@ -11,7 +11,7 @@ from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
-from swarmctl.store.db import Store, Writer, op_time
+from swarmctl.store.db import Head, Store, Writer, op_time
 from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure, translate
 from swarmctl.store.files import (
     resolve,
@@ -62,6 +62,9 @@ class SqliteStore(Store):
         super().__init__(str(path), conn, readonly, writable, path=path)
         self._version: int | None = None  # PRAGMA data_version in this write transaction
         self._sealed_at: int | None = None  # ... in the last one that committed an op
+        # The newest op as of this connection's last write, and the data_version it holds for:
+        # while no other connection has committed since, a write need not read it again.
+        self._known_head: tuple[int | None, Head | None] = (None, None)
 
     # --- opening -------------------------------------------------------------------------
 
@@ -197,7 +200,15 @@ class SqliteStore(Store):
     def _begin_write(self) -> str:
         self.conn.execute("BEGIN IMMEDIATE")
         self._version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        return _next_time(self.conn)
+        version, head = self._known_head
+        if version is None or version != self._version:
+            # A store of format 1, read as it is until this write upgrades it, has no hashes.
+            hashed = "hash" if self.format >= 2 else "NULL"
+            row = self.conn.execute(f"SELECT op, at, {hashed} FROM ops ORDER BY op DESC LIMIT 1").fetchone()
+            head = Head(*row) if row is not None else None
+            self._known_head = (self._version, head)
+        self._head = head
+        return op_time(names.now(), head.at if head is not None else None)
 
     def _next_op(self) -> None:
         return None  # the rowid: max + 1, inside BEGIN IMMEDIATE
@@ -206,6 +217,13 @@ class SqliteStore(Store):
         self.conn.execute("COMMIT")
         if writer.op is not None:
             self._sealed_at = self._version
+            # data_version does not change for this connection's own commits: the op it just
+            # committed is the newest while the version stays as it is.
+            self._known_head = (self._version, Head(writer.op, writer.at, writer.hash))
+
+    def _forget_head(self) -> None:
+        super()._forget_head()
+        self._known_head = (None, None)
 
     def _head_is_own(self) -> bool:
         # PRAGMA data_version changes when another connection commits, never for this one's own
@@ -215,8 +233,3 @@ class SqliteStore(Store):
     def _rollback(self) -> None:
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
-
-def _next_time(conn: sqlite3.Connection) -> str:
-    """Now, but never earlier than the newest op, within the clock skew allowed (op_time)."""
-    row = conn.execute("SELECT at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
-    return op_time(names.now(), row[0] if row else None)
