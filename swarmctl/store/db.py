@@ -17,7 +17,7 @@ from swarmctl import limits
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, policies
-from swarmctl.store.rows import ChangesetRow
+from swarmctl.store.rows import ChangesetRow, MoveRow, OpHead
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
@@ -301,7 +301,7 @@ class Writer:
         self.stored_format = stored_format
         self._policy: rules.Policy | None | bool = False  # False: not read yet
         # The op's content as appended, for its hash (changesets and reverts are read back).
-        self._appended: tuple[tuple, list[tuple]] | None = None
+        self._appended: tuple[OpHead, list[MoveRow]] | None = None
 
     @property
     def policy(self) -> rules.Policy | None:
@@ -364,7 +364,8 @@ class Writer:
         if previous is not None and self.at < previous:
             self.conn.execute("INSERT INTO time_breaks(op) VALUES (?)", (op,))  # see op_time
         self.op = op
-        self._appended = ((op, kind, self.actor, self.at, description, undoes), [tuple(m) for m in moves])
+        appended = OpHead(op, kind, self.actor, self.at, description, undoes)
+        self._appended = (appended, [MoveRow(m.name, m.old, m.new) for m in moves])
         return op
 
     def _head_before(self, op: int) -> Head | None:
