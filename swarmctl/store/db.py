@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 from swarmctl import limits
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
-from swarmctl.store import conflicts, policies
+from swarmctl.store import conflicts, faults, policies
 from swarmctl.store.rows import ChangesetRow, MoveRow, OpHead
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
@@ -143,7 +143,7 @@ class Store:
                 if self.rehearsing:
                     self._rollback()
                     return
-                _fault_pause_before_commit()
+                faults.pause_before_commit()
                 self._commit(writer)
             except BaseException:
                 self._rollback()
@@ -211,22 +211,6 @@ def _refuse_if_moved(store: Store) -> int:
         )
     found = meta.get("format")
     return int(found) if found is not None and str(found).isdigit() else 0
-
-
-def _fault_pause_before_commit() -> None:
-    """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
-    with everything of the transaction written but not committed, write PATH (this process's
-    pid) and sleep, so that a test can kill the process at exactly this point."""
-    spec = os.environ.get("SWARMCTL_FAULT")
-    if not spec:
-        return
-    action, _, path = spec.partition(":")
-    if action != "pause-before-commit" or not path:
-        raise RuntimeError(f"SWARMCTL_FAULT must be pause-before-commit:PATH, not {spec!r}")
-    import time
-
-    Path(path).write_text(str(os.getpid()))
-    time.sleep(3600)
 
 
 DEFAULT_CLOCK_SKEW_S = 300.0
