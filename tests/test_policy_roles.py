@@ -497,3 +497,15 @@ def test_the_roles_rule_refuses_and_allows_alike_at_every_door(prepared, cluster
     assert refused[0] == refused[1] == refused[2]
     for envelope in doors(AGENT, "feature/door"):
         assert envelope["ok"] and envelope["meta"]["auth"] == "database", envelope
+
+
+def test_a_role_that_could_switch_the_guard_off_is_refused_in_the_map(prepared, cluster):
+    cluster.psql("CREATE ROLE swarm_builder NOLOGIN", database=DATABASE)
+    cluster.psql(f"GRANT CREATE ON SCHEMA {SCHEMA} TO swarm_builder", database=DATABASE)
+    (prepared.tmp / "builder.toml").write_text(prepared.policy + 'swarm_builder = ["agent/*"]\n')
+    owner = ("--repo", cluster.url(), "--as", "human/alice")
+    before = prepared.ok(*owner, "policy", "show")
+    ran = prepared(*owner, "policy", "set", "builder.toml", cwd=prepared.tmp)
+    assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
+    assert ran.error["details"] == {"key": "roles.swarm_builder", "role": "swarm_builder"}
+    assert prepared.ok(*owner, "policy", "show") == before

@@ -20,6 +20,7 @@ import json
 import re
 
 from swarmctl import policy as rules
+from swarmctl.envelope import SwarmError
 from swarmctl.store.postgres.triggers import statements
 from swarmctl.store.sql import Conn
 
@@ -105,9 +106,36 @@ SELECT session_user::text,
 """
 
 
+def refuse_unguardable(conn: Conn, policy: rules.Policy | None) -> None:
+    """E_INVALID_ARG if `[roles]` maps a role the guard cannot hold: a superuser, or one that
+    owns the store's schema (or is a member of its owner) or may create in it, since it could
+    drop or replace the guard."""
+    if policy is None or not policy.roles:
+        return
+    found = conn.execute(_UNGUARDABLE, (list(policy.roles),)).fetchone()
+    if found is not None:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"the database role {found[0]} in [roles] could switch the store's guard off: it is a superuser, "
+            "owns the store's schema or may create in it; nothing was written",
+            details={"key": f"roles.{found[0]}", "role": found[0]},
+            hint="Map only roles that own nothing in the store's schema and have no CREATE on it "
+            "(README: Policy, database roles on PostgreSQL), or leave this role out of [roles].",
+        )
+
+
+_UNGUARDABLE = """
+SELECT rolname::text FROM pg_roles WHERE rolname = ANY(?) AND (rolsuper
+    OR pg_has_role(oid, (SELECT nspowner FROM pg_namespace WHERE nspname = current_schema()), 'MEMBER')
+    OR has_schema_privilege(oid, (SELECT oid FROM pg_namespace WHERE nspname = current_schema()), 'CREATE'))
+ORDER BY rolname LIMIT 1
+"""
+
+
 def install(conn: Conn, policy: rules.Policy | None) -> None:
     """Within the policy change's transaction: write the rules the triggers read, and make the
     guard at the store's first policy (it is the same for every version of it)."""
+    refuse_unguardable(conn, policy)
     schema = conn.execute("SELECT current_schema()").fetchone()[0]
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -115,7 +143,8 @@ def install(conn: Conn, policy: rules.Policy | None) -> None:
     )
     made = conn.execute(
         "SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        "WHERE t.tgname = 'swarm_guard' AND c.relname = 'meta' AND c.relnamespace = current_schema()::regnamespace"
+        "WHERE t.tgname = 'swarm_guard' AND c.relname = 'meta' "
+        "AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
     ).fetchone()
     if made is not None:  # made by the first policy (a mapped admin may not own it: not again)
         return

@@ -28,42 +28,41 @@ holds (`swarm_mapped()` is not NULL) writes as the actor it declares in the sett
 from __future__ import annotations
 
 TRIGGERS = r"""
-CREATE OR REPLACE FUNCTION {s}.swarm_rules() RETURNS jsonb LANGUAGE sql STABLE
+CREATE OR REPLACE FUNCTION {s}.swarm_rules() RETURNS jsonb LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT value::jsonb FROM {s}.meta WHERE key = 'policy_rules'
-$f$
-;
-CREATE OR REPLACE FUNCTION {s}.swarm_super() RETURNS boolean LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT rolsuper FROM pg_roles WHERE rolname = session_user
-$f$
+BEGIN
+  RETURN (SELECT value::jsonb FROM {s}.meta WHERE key = 'policy_rules');
+END $f$
 ;
 -- The actor globs (regular expressions) the session's role may act as; NULL: the guard holds it
 -- to nothing (no [roles] map; or a role outside it that administers the store: a superuser, or
 -- a member of the schema's owner); empty: a role outside the map, which may write nothing.
 CREATE OR REPLACE FUNCTION {s}.swarm_mapped() RETURNS text[] LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $f$
-DECLARE found jsonb := {s}.swarm_rules(); res text[]; r text;
+DECLARE found jsonb; super boolean; res text[]; r text;
 BEGIN
-  IF found IS NULL OR COALESCE(found->'roles', '{}'::jsonb) = '{}'::jsonb THEN RETURN NULL; END IF;
-  FOR r IN SELECT jsonb_object_keys(found->'roles') LOOP
-    IF r = session_user OR (NOT {s}.swarm_super()
+  SELECT value::jsonb->'roles' INTO found FROM {s}.meta WHERE key = 'policy_rules';
+  IF found IS NULL OR found = '{}'::jsonb THEN RETURN NULL; END IF;
+  SELECT rolsuper INTO super FROM pg_roles WHERE rolname = session_user;
+  FOR r IN SELECT jsonb_object_keys(found) LOOP
+    IF r = session_user OR (NOT super
         AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r AND pg_has_role(session_user, oid, 'MEMBER'))) THEN
-      res := COALESCE(res, '{}'::text[]) || ARRAY(SELECT jsonb_array_elements_text(found->'roles'->r));
+      res := COALESCE(res, '{}'::text[]) || ARRAY(SELECT jsonb_array_elements_text(found->r));
     END IF;
   END LOOP;
   IF res IS NOT NULL THEN RETURN res; END IF;
-  IF {s}.swarm_super() OR pg_has_role(session_user, (SELECT nspowner FROM pg_namespace WHERE nspname = {name}), 'MEMBER') THEN
+  IF super OR pg_has_role(session_user, (SELECT nspowner FROM pg_namespace WHERE nspname = {name}), 'MEMBER') THEN
     RETURN NULL;
   END IF;
   RETURN '{}'::text[];
 END $f$
 ;
-CREATE OR REPLACE FUNCTION {s}.swarm_matches(name text, patterns jsonb) RETURNS boolean LANGUAGE sql IMMUTABLE
+CREATE OR REPLACE FUNCTION {s}.swarm_matches(name text, patterns jsonb) RETURNS boolean LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT patterns IS NULL OR jsonb_typeof(patterns) = 'null'
-      OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(patterns) p WHERE name ~ p)
-$f$
+BEGIN
+  RETURN patterns IS NULL OR jsonb_typeof(patterns) = 'null'
+      OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(patterns) p WHERE name ~ p);
+END $f$
 ;
 CREATE OR REPLACE FUNCTION {s}.swarm_forbid(what text) RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp AS $f$
@@ -86,10 +85,11 @@ BEGIN
 END $f$
 ;
 -- The op this transaction appends: the head row, if this transaction moved it.
-CREATE OR REPLACE FUNCTION {s}.swarm_this_op() RETURNS bigint LANGUAGE sql VOLATILE
+CREATE OR REPLACE FUNCTION {s}.swarm_this_op() RETURNS bigint LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT last_op FROM {s}.head WHERE id = 1 AND xmin::text = (txid_current() % 4294967296)::text
-$f$
+BEGIN
+  RETURN (SELECT last_op FROM {s}.head WHERE id = 1 AND xmin::text = (txid_current() % 4294967296)::text);
+END $f$
 ;
 CREATE OR REPLACE FUNCTION {s}.swarm_protected(a text, ref text) RETURNS text LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $f$
@@ -112,10 +112,11 @@ BEGIN
   RETURN format('%s may not undo op %s, made by %s', a, target, made_by);
 END $f$
 ;
-CREATE OR REPLACE FUNCTION {s}.swarm_admin(a text, this_op bigint) RETURNS boolean LANGUAGE sql STABLE
+CREATE OR REPLACE FUNCTION {s}.swarm_admin(a text, this_op bigint) RETURNS boolean LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT this_op IS NOT NULL AND {s}.swarm_matches(a, {s}.swarm_rules()->'admins')
-$f$
+BEGIN
+  RETURN this_op IS NOT NULL AND {s}.swarm_matches(a, {s}.swarm_rules()->'admins');
+END $f$
 ;
 -- What a transaction of a held role may not write: NULL, it may.
 CREATE OR REPLACE FUNCTION {s}.swarm_refusal(tbl text, verb text, a text, res text[], this_op bigint, o jsonb, n jsonb)
