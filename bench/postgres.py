@@ -4,6 +4,9 @@ processes on stores of 1,000 and more ops, and the write rate of many writers on
     python bench/postgres.py                          # 1k and 1M ops, 15 rounds; 1-64 writers
     python bench/postgres.py --sizes 1000,100000 --rounds 9 --writers 1,8,32,64 --seconds 5
 
+Prints (and writes to bench/results/postgres.json) the load average beside the figures: on a
+machine shared with other work they are slower than on an idle one.
+
 Not a test: pytest does not run it. It starts a throwaway PostgreSQL server of its own
 (tests/pgcluster.py: initdb + pg_ctl, a unix socket, no TCP), with the server's durable
 defaults (fsync on, synchronous_commit on), and removes it after.
@@ -16,7 +19,11 @@ The writers: N processes, each with one store connection kept open (on 2 cores, 
 processes would measure Python's start-up, not the store), each moving its own ref back and
 forth by compare-and-swap through `Store.write` for a fixed time. Reported: commits per second,
 median and p99 latency, and the checks: ops gapless, no lost update (each writer's ref names
-what its last success set), no error but E_BUSY (which is counted).
+what its last success set), no error but E_BUSY (which is counted); the store's own check too,
+for 8 writers or fewer on the smallest store (a full replay of a big store costs minutes).
+Every writer count runs on the smallest store; 8 writers also on each bigger one.
+
+`store copy` is timed as a whole process: its wall time and CPU time (user+sys).
 """
 
 from __future__ import annotations
@@ -100,7 +107,7 @@ def _writer(repo: str, index: int, seconds: float, targets: tuple[str, str], sta
     out.put((index, latencies, busy, last))
 
 
-def writers(repo: str, count: int, seconds: float) -> dict:
+def writers(repo: str, count: int, seconds: float, check: bool = True) -> dict:
     from swarmctl.store import Store, queries
     from swarmctl.store.check import check_store
 
@@ -128,7 +135,7 @@ def writers(repo: str, count: int, seconds: float) -> dict:
     with store.read() as conn:
         after = queries.newest_op(conn)
         lost = [i for i, _, _, last in results if last is not None and queries.ref_target(conn, f"writers/{i}") != last]
-        problems = check_store(conn) if count <= 8 else []  # the full replay is costly on a big store
+        problems = check_store(conn) if check else []  # the full replay is costly on a big store
     store.close()
     if after - before != commits or lost or problems:
         sys.exit(f"{count} writers: {commits} commits but ops {before}->{after}; lost {lost}; {problems[:3]}")
@@ -142,6 +149,42 @@ def writers(repo: str, count: int, seconds: float) -> dict:
     }
 
 
+def measure(cmds: dict[str, object], rounds: int, cwd: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """core.measure, with each process's CPU time (user+sys) beside its wall time. The CPU time
+    is the swarmctl process's own: the database server's work for it is not in it."""
+    import resource
+
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
+    order = list(cmds)
+    rng = random.Random(0)
+    for i in range(rounds + 1):
+        rng.shuffle(order)
+        for name in order:
+            argv = cmds[name]() if callable(cmds[name]) else cmds[name]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            elapsed = core.run(argv, cwd)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if i > 0:  # round 0 warms the page cache and the interpreter's .pyc files
+                times[name].append(elapsed)
+                cpu[name].append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    return times, cpu
+
+
+def timed_copy(source: str, url: str, cwd: Path) -> dict:
+    """`swarmctl store copy SOURCE URL` as a process: its wall time, and its CPU time (user+sys,
+    which load from other work distorts less)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    core.run([core.SWARMCTL, "store", "copy", source, url], cwd)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,1000000", help="store sizes in ops, comma-separated")
@@ -153,6 +196,7 @@ def main() -> None:
     if args.rounds + 1 > core.BENCH_REFS:
         sys.exit(f"at most {core.BENCH_REFS - 1} rounds: each undoes a different op")
 
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
     work = RESULTS / "work-pg"
     if work.exists():
         shutil.rmtree(work)
@@ -164,10 +208,8 @@ def main() -> None:
             local = work / f"ops-{size}"
             shutil.copytree(core.pristine(size, False), local)
             url = f"{cluster.libpq()}&schema=ops_{size}"
-            began = time.perf_counter()
-            core.run([core.SWARMCTL, "store", "copy", str(local), url], work)
-            copy_s[size] = round(time.perf_counter() - began, 1)
-            print(f"store copy of {size:,} ops to PostgreSQL: {copy_s[size]} s")
+            copy_s[size] = timed_copy(str(local), url, work)
+            print(f"store copy of {size:,} ops to PostgreSQL: {copy_s[size]}")
             cluster.psql(f"ANALYZE", pgcluster.DATABASE)
             for label, repo in ((f"sqlite@{size}", str(local)), (f"postgres@{size}", url)):
                 stores[label] = repo
@@ -175,22 +217,29 @@ def main() -> None:
                 random.Random(size).shuffle(undo_targets[label])
         subprocess.run([core.PYTHON, "-m", "compileall", "-q", str(ROOT / "swarmctl")], check=True)
         print(f"{os.cpu_count()} CPUs; {args.rounds} rounds, median")
-        times = core.measure(commands(stores, undo_targets), args.rounds, work)
+        times, cpu = measure(commands(stores, undo_targets), args.rounds, work)
         med = {name: round(statistics.median(v) * 1000, 1) for name, v in times.items()}
+        med_cpu = {name: round(statistics.median(v) * 1000, 1) for name, v in cpu.items()}
         width = max(len(n) for n in med) + 2
+        print(f"{'':<{width}}{'wall':>10}    {'cpu (client)':>12}")
         for name in sorted(med):
-            print(f"{name:<{width}}{med[name]:>10.1f} ms")
+            print(f"{name:<{width}}{med[name]:>10.1f} ms {med_cpu[name]:>10.1f} ms")
 
         scale = {}
-        for backend, repo in (("sqlite", stores[f"sqlite@{sizes[0]}"]), ("postgres", stores[f"postgres@{sizes[0]}"])):
-            scale[backend] = []
-            for count in (int(c) for c in args.writers.split(",")):
-                row = writers(repo, count, args.seconds)
-                scale[backend].append(row)
-                print(f"{backend:<9} {count:>3} writers: {row['ops_per_s']:>8} ops/s, median {row['median_ms']} ms, "
-                      f"p99 {row['p99_ms']} ms, E_BUSY {row['busy']}")
-        summary = {"median_ms": med, "store_copy_s": copy_s, "writers": scale, "cpus": os.cpu_count(),
-                   "rounds": args.rounds, "sizes": sizes, "seconds_per_writer_count": args.seconds}
+        for size in sizes:
+            counts = [int(c) for c in args.writers.split(",")] if size == sizes[0] else [8]
+            for backend in ("sqlite", "postgres"):
+                label = f"{backend}@{size}"
+                scale[label] = []
+                for count in counts:
+                    row = writers(stores[label], count, args.seconds, check=size == sizes[0] and count <= 8)
+                    scale[label].append(row)
+                    print(f"{label:<17} {count:>3} writers: {row['ops_per_s']:>8} ops/s, median {row['median_ms']} ms, "
+                          f"p99 {row['p99_ms']} ms, E_BUSY {row['busy']}")
+        summary = {"median_ms": med, "median_cpu_ms": med_cpu, "store_copy": copy_s, "writers": scale, "cpus": os.cpu_count(),
+                   "rounds": args.rounds, "sizes": sizes, "seconds_per_writer_count": args.seconds,
+                   "load_average": [round(x, 2) for x in os.getloadavg()], "load_average_at_start": load_at_start}
+        print(f"load average: at the start {load_at_start}, at the end {summary['load_average']}")
         (RESULTS / "postgres.json").write_text(json.dumps(summary, indent=2) + "\n")
     finally:
         pgcluster.remove_cluster(cluster)

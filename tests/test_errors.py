@@ -69,6 +69,7 @@ def test_bad_usage(sw, golden):
     assert sw.transcript(*runs) == golden
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_op_numbers_beyond_the_log(sw, golden):
     build_golden_store(sw)
     runs = digests_after(
@@ -82,6 +83,7 @@ def test_op_numbers_beyond_the_log(sw, golden):
     assert sw.transcript(*runs) == golden
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_lock_timeout_variable_is_checked(sw):
     build_golden_store(sw)
     ran = sw(*as_(sw, ALICE), "ref", "set", "x", "main", env={"SWARMCTL_LOCK_TIMEOUT": "soon"})
@@ -94,6 +96,7 @@ def test_lock_timeout_variable_is_checked(sw):
 # --- identity ----------------------------------------------------------------------------------
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_mutations_need_an_identity_and_reads_do_not(sw, golden):
     ids = build_golden_store(sw)
     repo = ("--repo", str(sw.store))
@@ -116,6 +119,7 @@ def test_mutations_need_an_identity_and_reads_do_not(sw, golden):
     assert sw.transcript(*runs, no_init) == golden
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_identity_from_the_environment(sw):
     build_golden_store(sw)
     by_env = sw("--repo", str(sw.store), "ref", "set", "x", "main", env={"SWARMCTL_AS": "ci/release"})

@@ -200,8 +200,10 @@ def test_the_output_schema_validates_success_and_failure_envelopes(sw):
     assert not validator.is_valid({k: v for k, v in ok.items() if k != "result"})
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
-    """The README's client configuration: `swarmctl mcp` with SWARMCTL_REPO / SWARMCTL_AS in `env`."""
+    """The README's client configuration: `swarmctl mcp` with SWARMCTL_REPO / SWARMCTL_AS in `env`
+    (a store's URL there on PostgreSQL)."""
     build_golden_store(sw)
     env = {**sw.env, "SWARMCTL_REPO": str(sw.store), "SWARMCTL_AS": "agent/worker-17"}
     with RawServer(None, env=env) as server:
@@ -210,7 +212,8 @@ def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
         envelope = server.receive()["result"]["structuredContent"]
         server.close()
     assert envelope["ok"] and envelope["result"]["undone"] == 6
-    assert envelope["meta"] == {**envelope["meta"], "repo": str(sw.store.resolve()), "resolved": {"@": 6}, "auth": "trust"}
+    repo = sw.store if sw.backend == "postgres" else str(sw.store.resolve())
+    assert envelope["meta"] == {**envelope["meta"], "repo": repo, "resolved": {"@": 6}, "auth": "trust"}
 
 
 NOISY_SERVER = """
