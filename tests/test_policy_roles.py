@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from core_helpers import AGENT, ALICE, BOB, CI
 from pgcluster import DATABASE, Cluster, server_bin
 
 PASSWORD = {"super": "super-secret-1", "swarm_agent": "agent-pass-2", "swarm_human": "human-pass-3"}
@@ -88,8 +89,8 @@ def store(cluster):
 
     mp = pytest.MonkeyPatch()
     sw = Swarm(Path(tempfile.mkdtemp(prefix="swarmctl-roles-")), mp)
-    admin = ("--repo", cluster.url(), "--as", "human/alice")
-    sw.ok("--as", "human/alice", "init", cluster.url())
+    admin = ("--repo", cluster.url(), "--as", ALICE)
+    sw.ok("--as", ALICE, "init", cluster.url())
     sw.ok(*admin, "changeset", "create", "-m", "v1", "--ref", "release/v1")  # op 2
     sw.ok(*admin, "changeset", "create", "-m", "w", "--ref", "work")  # op 3
     (sw.tmp / "policy.toml").write_text(POLICY)
@@ -110,19 +111,19 @@ def run(store, cluster, role: str, actor: str, *args: str):
 
 
 def test_a_role_acts_only_as_the_actors_it_is_mapped_to(store, cluster):
-    made = run(store, cluster, "swarm_agent", "agent/worker-17", "ref", "set", "feature/x", "release/v1")
+    made = run(store, cluster, "swarm_agent", AGENT, "ref", "set", "feature/x", "release/v1")
     assert made.exit == 0 and made.envelope["meta"]["auth"] == "database", made.stdout
-    spoofed = run(store, cluster, "swarm_agent", "human/alice", "ref", "set", "feature/y", "release/v1")
+    spoofed = run(store, cluster, "swarm_agent", ALICE, "ref", "set", "feature/y", "release/v1")
     assert spoofed.exit == 6, spoofed.stdout
     error = spoofed.error
     assert error["code"] == "E_FORBIDDEN" and error["details"]["rule"] == "roles", error
     assert error["details"]["role"] == "swarm_agent" and error["details"]["allowed"] == ["agent/*"]
-    human = run(store, cluster, "swarm_human", "human/bob", "ref", "set", "release/v1", "feature/x")
+    human = run(store, cluster, "swarm_human", BOB, "ref", "set", "release/v1", "feature/x")
     assert human.exit == 0 and human.envelope["meta"]["auth"] == "database", human.stdout
-    protected = run(store, cluster, "swarm_agent", "agent/worker-17", "ref", "delete", "release/v1")
+    protected = run(store, cluster, "swarm_agent", AGENT, "ref", "delete", "release/v1")
     assert protected.error["code"] == "E_FORBIDDEN" and protected.error["details"]["rule"] == "protect[0]"
     # A role outside the map (the store's owner) acts as declared.
-    owner = store("--repo", cluster.url(), "--as", "ci/release", "ref", "set", "feature/z", "release/v1")
+    owner = store("--repo", cluster.url(), "--as", CI, "ref", "set", "feature/z", "release/v1")
     assert owner.exit == 0 and owner.envelope["meta"]["auth"] == "trust", owner.stdout
 
 
@@ -154,9 +155,9 @@ def test_the_database_refuses_an_agent_role_that_goes_around_swarmctl(store, clu
 
 def test_an_admin_role_changes_the_policy_and_an_agent_role_cannot(store, cluster):
     (store.tmp / "second.toml").write_text(POLICY + '\n[undo]\nothers = ["human/*"]\n')
-    denied = store("--repo", cluster.url("swarm_agent"), "--as", "agent/worker-17", "policy", "set", "second.toml", cwd=store.tmp)
+    denied = store("--repo", cluster.url("swarm_agent"), "--as", AGENT, "policy", "set", "second.toml", cwd=store.tmp)
     assert denied.error["code"] == "E_FORBIDDEN" and denied.error["details"]["rule"] == "admins", denied.stdout
-    human = ("--repo", cluster.url("swarm_human"), "--as", "human/bob")
+    human = ("--repo", cluster.url("swarm_human"), "--as", BOB)
     made = store.ok(*human, "policy", "set", "second.toml", cwd=store.tmp)
     assert store.ok(*human, "op", "undo", str(made["op"]))["undone"] == made["op"]
     assert store.ok(*human, "policy", "show")["policy"] == POLICY
