@@ -37,6 +37,7 @@ def _worker(repo: str, host: str, i: int, targets: list, flows: str, results, go
     os.environ["SWARMCTL_LOCK_TIMEOUT"] = "60"
     from swarmctl import runner
     from swarmctl.context import Context
+    from swarmctl import registry
     from swarmctl.tools import ref
     from swarmctl.tools import workflow as wf
 
@@ -56,7 +57,7 @@ def _worker(repo: str, host: str, i: int, targets: list, flows: str, results, go
                 break
             if env["error"]["code"] not in RETRIED:
                 unexpected.append(env["error"])
-    ran = runner.run(wf.RUN, wf.WorkflowRunReq(file=f"flow-{i}.toml"),
+    ran = runner.run(registry.get("workflow_run"), wf.WorkflowRunReq(file=f"flow-{i}.toml"),
                      Context(repo=repo, actor=actor, readonly=False, cwd=Path(flows)))
     if not ran["ok"]:
         unexpected.append(ran["error"])
