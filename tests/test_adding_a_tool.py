@@ -20,6 +20,9 @@ from core_helpers import AGENT, build_golden_store
 from golden import ROOT
 from mcp_client import RawServer
 from swarm import swarmctl_argv
+from swarmctl import registry
+from swarmctl.spec import READ, address
+from swarmctl.tools.tx import models
 
 # The tool as a contributor adds it: the request and result types, the function, its entry
 # and its example, written where CONTRIBUTING.md says, at the end of its area's module.
@@ -148,3 +151,21 @@ def test_it_is_a_parity_case(checkout):
         env=_env(checkout), capture_output=True, text=True, cwd=checkout,
     )
     assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_a_package_area_declares_a_tool_in_one_line():
+    """tx/ and workflow/: an address names the tool from its command, and its entry takes the
+    result type from the function and `mutates` from the annotations; a function whose request
+    is not the address's is refused at import, not at the first call."""
+    shown = address("workflow show-definition", models.TxReq)
+    assert (shown.name, shown.cli) == ("workflow_show_definition", ("workflow", "show-definition"))
+
+    def tx_peek(ctx, req: models.TxReq) -> models.TxStatusResult:
+        """Peek."""
+
+    entry = address("tx peek", models.TxReq).tool(tx_peek, READ, "Peek", "Peek at it.")
+    assert (entry.name, entry.result, entry.mutates) == ("tx_peek", models.TxStatusResult, False)
+    with pytest.raises(TypeError, match="tx_peek takes"):
+        address("tx peek", models.TxSetReq).tool(tx_peek, READ, "Peek", "Peek at it.")
+    commit, status = registry.get("tx_commit"), registry.get("tx_status")
+    assert (commit.result, commit.mutates, status.mutates) == (models.TxCommitResult, True, False)
