@@ -21,8 +21,11 @@ from swarm import SUBPROCESS, Swarm, swarmctl_argv
 from swarmctl import names
 from swarmctl.store.check import check_store
 
+# The tests' actors, one set: people (human/*) and agents; a policy's examples give people more.
 ALICE = "human/alice"
+BOB = "human/bob"
 AGENT = "agent/worker-17"
+CI = "ci/release"
 FROZEN = "2026-11-30T03:20:56.123Z"
 
 

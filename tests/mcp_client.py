@@ -10,6 +10,7 @@ wire. `RawServer` is the server process with plain pipes, for what the SDK clien
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from contextlib import asynccontextmanager
@@ -104,7 +105,10 @@ class McpClient:
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-        params = StdioServerParameters(command=self.command, args=self.args, cwd=self.cwd)
+        # The SDK gives the server only a few safe variables: PYTHONPATH too, so that the server
+        # runs the package the test runs (a copy's, in tests/test_adding_a_tool.py).
+        path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else None
+        params = StdioServerParameters(command=self.command, args=self.args, cwd=self.cwd, env=path)
         async with stdio_client(params, errlog=self.stderr) as (read_stream, write_stream):
             self.received = _Recorded(read_stream)
             self.dispatcher = JSONRPCDispatcher(self.received, write_stream)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from core_helpers import build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store
 from swarmctl import registry
 
 
@@ -22,7 +22,7 @@ def test_call_runs_a_tool_with_json_arguments(sw):
 
 def test_call_reads_the_arguments_from_stdin_with_a_dash(sw):
     build_golden_store(sw)
-    ran = sw.process("--repo", str(sw.store), "--as", "agent/worker-17", "call", "undo", "-", input='{"op": 6}\n')
+    ran = sw.process("--repo", str(sw.store), "--as", AGENT, "call", "undo", "-", input='{"op": 6}\n')
     assert ran.exit == 0, ran.stderr
     assert ran.result == {**ran.result, "undone": 6, "op": 7, "already_applied": False}
 
@@ -44,7 +44,7 @@ def test_an_unknown_tool_is_not_found_and_lists_the_tools(sw):
 
 def test_bad_json_and_a_field_named_twice_are_invalid_and_write_nothing(sw):
     build_golden_store(sw)
-    repo = ("--repo", str(sw.store), "--as", "agent/worker-17")
+    repo = ("--repo", str(sw.store), "--as", AGENT)
     bad = sw(*repo, "call", "undo", '{"op": 6')
     assert bad.exit == 2 and bad.error["code"] == "E_INVALID_ARG" and "not valid JSON" in bad.error["message"]
     twice = sw(*repo, "call", "undo", '{"op": 6, "op": 4}')
@@ -57,7 +57,7 @@ def test_bad_json_and_a_field_named_twice_are_invalid_and_write_nothing(sw):
 
 
 def test_call_also_runs_the_tools_mcp_does_not_serve(sw):
-    made = sw.ok("--as", "human/alice", "call", "init", json.dumps({"path": "made"}))
+    made = sw.ok("--as", ALICE, "call", "init", json.dumps({"path": "made"}))
     assert made["op"] == 1 and made["repo"] == str((sw.tmp / "made").resolve())
 
 
@@ -86,7 +86,7 @@ def lines(*calls: object) -> str:
 
 
 def run_lines(sw, text: str, *flags: str) -> tuple[int, list[dict]]:
-    ran = sw.process("--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines", *flags, input=text)
+    ran = sw.process("--repo", str(sw.store), "--as", AGENT, "call", "--lines", *flags, input=text)
     assert ran.stderr == "", ran.stderr
     return ran.exit, [json.loads(line) for line in ran.stdout.splitlines()]
 
@@ -181,7 +181,7 @@ def test_open_stores_keep_one_connection_per_store_until_the_file_is_replaced(sw
         with pytest.raises(SwarmError):
             missing.store()
         shutil.rmtree(sw.store)
-        sw.ok("--as", "human/alice", "init", str(sw.store))  # another store at the same path
+        sw.ok("--as", ALICE, "init", str(sw.store))  # another store at the same path
         again = Context(repo=str(sw.store), stores=stores).store()
         assert again is not held and again.conn.execute("SELECT COUNT(*) FROM ops").fetchone() == (1,)
     finally:
@@ -198,7 +198,7 @@ def test_call_lines_checks_the_newest_op_again_once_another_process_wrote(sw):
 
     ids = build_golden_store(sw)
     door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines"],
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
     )
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from core_helpers import build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store
 from swarm import swarmctl_argv
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -86,7 +86,7 @@ def test_table_output_for_people(sw, store):
     assert ran.exit == 0
     lines = ran.stdout.splitlines()
     assert any("op" in line and "actor" in line and "kind" in line for line in lines[:3])
-    assert any(line.strip("│ ").startswith("6 ") and "agent/worker-17" in line for line in lines)
+    assert any(line.strip("│ ").startswith("6 ") and AGENT in line for line in lines)
     assert not ran.stdout.lstrip().startswith("{")
 
 
@@ -143,7 +143,7 @@ def test_a_closed_pipe_ends_quietly(sw, store):
     ],
 )
 def test_bad_usage_is_an_envelope_with_exit_2(sw, store, args, op, message):
-    ran = sw("--repo", store, "--as", "agent/worker-17", *args)
+    ran = sw("--repo", store, "--as", AGENT, *args)
     assert ran.exit == 2, ran.stdout + ran.stderr
     envelope = ran.envelope
     assert envelope["op"] == op
@@ -202,15 +202,15 @@ def test_an_option_given_twice_is_refused_as_a_field_named_twice_is(sw, store, a
 
 
 def test_repeatable_options_and_values_after_double_dash_are_not_counted_twice(sw, store):
-    one = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "x", "--meta", "a=1", "--meta", "b=2")
+    one = sw("--repo", store, "--as", AGENT, "changeset", "create", "-m", "x", "--meta", "a=1", "--meta", "b=2")
     assert one.exit == 0 and one.result["changeset"]["metadata"] == {"a": "1", "b": "2"}
-    message = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "--", "--ref", "x")
+    message = sw("--repo", store, "--as", AGENT, "changeset", "create", "-m", "--", "--ref", "x")
     assert message.exit == 0, message.stdout
     # An option's value that looks like the option is its value, not the option again.
-    mighty = sw("--repo", store, "--as", "agent/worker-17", "changeset", "create", "-m", "-mighty fix", "--ref", "main")
+    mighty = sw("--repo", store, "--as", AGENT, "changeset", "create", "-m", "-mighty fix", "--ref", "main")
     assert mighty.exit == 0, mighty.stdout
     assert mighty.result["changeset"]["message"] == "-mighty fix"
-    dashes = sw("--repo", store, "--as", "agent/worker-17", "-o", "json", "changeset", "create", "--message", "--message")
+    dashes = sw("--repo", store, "--as", AGENT, "-o", "json", "changeset", "create", "--message", "--message")
     assert dashes.exit == 0, dashes.stdout
 
 
@@ -220,7 +220,7 @@ def test_an_interrupted_command_still_prints_one_envelope_and_writes_nothing(sw,
     command rolls back, prints E_INTERRUPTED and exits 130."""
     flag = sw.tmp / "paused"
     proc = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", store, "--as", "human/alice", "ref", "set", "hotfix", "main", "--create"],
+        [*swarmctl_argv(), "--repo", store, "--as", ALICE, "ref", "set", "hotfix", "main", "--create"],
         env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -251,13 +251,13 @@ def test_a_huge_value_is_not_echoed_whole(sw, store):
 
 def test_global_options_after_the_command_and_given_twice(sw, store):
     assert sw("op", "log", "-n", "1", "--repo", store).result["ops"][0]["op"] == 6
-    twice = sw("--as", "human/alice", "ref", "set", "x", "main", "--as", "agent/evil", "--repo", store)
+    twice = sw("--as", ALICE, "ref", "set", "x", "main", "--as", "agent/evil", "--repo", store)
     assert twice.exit == 2 and twice.error["message"] == "--as given twice"
     assert sw("--repo", store, "ref", "show", "x").error["code"] == "E_NOT_FOUND"
 
 
 def test_an_argument_the_cli_cannot_read_is_bad_usage_with_its_usage_text(sw, store):
-    ran = sw("--repo", store, "--as", "human/alice", "changeset", "create", "-m", "x", "--meta", "novalue")
+    ran = sw("--repo", store, "--as", ALICE, "changeset", "create", "-m", "x", "--meta", "novalue")
     assert ran.exit == 2
     assert ran.error["details"]["usage"].startswith("Usage: swarmctl changeset create")
     assert "Usage: swarmctl changeset create" in ran.stderr

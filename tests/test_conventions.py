@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from core_helpers import AGENT, build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_quiet_success_prints_nothing(sw, store):
 
 def test_quiet_failure_is_one_stderr_line_and_keeps_its_exit_code(sw, store):
     sw.ok("--repo", store, "--as", AGENT, "op", "undo", "6")  # op 7: release/v1 back on the initial import
-    sw.ok("--repo", store, "--as", "human/alice", "ref", "set", "main", "release/v1")  # op 8 moves main
+    sw.ok("--repo", store, "--as", ALICE, "ref", "set", "main", "release/v1")  # op 8 moves main
     ran = sw("-q", "--repo", store, "--as", AGENT, "op", "undo", "5")
     assert (ran.exit, ran.stdout) == (3, "")
     assert ran.stderr == "E_CAS_MISMATCH: cannot undo op 5: main moved since; nothing was written\n"
@@ -113,5 +113,5 @@ def test_jsonl_prints_a_failure_as_its_envelope_and_keeps_its_exit_code(sw, stor
 
 
 def test_jsonl_of_a_revert_dry_run_lists_the_ops_it_would_take_back(sw, store):
-    ran = sw("--repo", store, "--as", "human/alice", "-o", "jsonl", "op", "revert", "--actor", AGENT, "--dry-run")
+    ran = sw("--repo", store, "--as", ALICE, "-o", "jsonl", "op", "revert", "--actor", AGENT, "--dry-run")
     assert ran.exit == 0 and lines(ran) == [3, 5, 6]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, build_golden_store, file_digests, fold_wal, op_count, paused_at_commit
+from core_helpers import AGENT, ALICE, CI, as_, build_golden_store, file_digests, fold_wal, op_count, paused_at_commit
 from swarm import swarmctl_argv
 from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT
 
@@ -122,11 +122,11 @@ def test_mutations_need_an_identity_and_reads_do_not(sw, golden):
 @pytest.mark.backends("sqlite", "postgres")
 def test_identity_from_the_environment(sw):
     build_golden_store(sw)
-    by_env = sw("--repo", str(sw.store), "ref", "set", "x", "main", env={"SWARMCTL_AS": "ci/release"})
+    by_env = sw("--repo", str(sw.store), "ref", "set", "x", "main", env={"SWARMCTL_AS": CI})
     assert by_env.envelope["meta"]["auth"] == "trust"
-    assert sw.ok("--repo", str(sw.store), "op", "show", "7")["actor"] == "ci/release"
+    assert sw.ok("--repo", str(sw.store), "op", "show", "7")["actor"] == CI
     # --as wins over SWARMCTL_AS.
-    sw.ok(*as_(sw, ALICE), "ref", "set", "y", "main", env={"SWARMCTL_AS": "ci/release"})
+    sw.ok(*as_(sw, ALICE), "ref", "set", "y", "main", env={"SWARMCTL_AS": CI})
     assert sw.ok("--repo", str(sw.store), "op", "show", "8")["actor"] == ALICE
     bad = sw("--repo", str(sw.store), "ref", "set", "z", "main", env={"SWARMCTL_AS": "not an actor"})
     assert (bad.exit, bad.error["code"]) == (2, "E_INVALID_ARG") and op_count(sw.store) == 8

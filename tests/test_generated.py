@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store
 from golden import ROOT
 from swarm import swarmctl_argv
 from swarmctl import gen
@@ -152,7 +152,7 @@ def test_bash_completes_op_undo_with_the_stores_ops(sw, generated):
     offered = _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "undo"], cwd=sw.tmp)
     assert offered == ["6", "5", "4", "3", "2", "1", "@"]
     # From inside the store, found as git finds .git, and with a prefix typed.
-    sw.ok("--repo", str(sw.store), "--as", "agent/worker-17", "op", "undo", "6")
+    sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6")
     assert _bash_complete(generated, ["swarmctl", "op", "undo"], cwd=sw.store)[0] == "7"
 
 
@@ -183,12 +183,12 @@ def test_zsh_and_fish_callbacks_give_ops_with_their_descriptions(sw):
 def test_bash_completes_op_revert_and_restore_with_actors_and_ops(sw, generated):
     build_golden_store(sw)
     revert = ["swarmctl", "--repo", str(sw.store), "op", "revert"]
-    assert _bash_complete(generated, [*revert, "--actor"], cwd=sw.tmp) == ["agent/worker-17", "human/alice"]
+    assert _bash_complete(generated, [*revert, "--actor"], cwd=sw.tmp) == [AGENT, ALICE]
     assert _bash_complete(generated, [*revert, "--after"], cwd=sw.tmp)[:2] == ["6", "5"]
     assert _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "restore"], cwd=sw.tmp)[:2] == ["6", "5"]
     assert _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "log", "--actor"], cwd=sw.tmp) == [
-        "agent/worker-17",
-        "human/alice",
+        AGENT,
+        ALICE,
     ]
 
 
@@ -200,8 +200,8 @@ def test_actors_complete_by_prefix(sw):
     build_golden_store(sw)
     conn = connect(sw.store)
     try:
-        assert queries.actors_with_prefix(conn, "h", 10) == [("human/alice", 4)]
-        assert queries.actors_with_prefix(conn, "", 1) == [("agent/worker-17", 6)]
+        assert queries.actors_with_prefix(conn, "h", 10) == [(ALICE, 4)]
+        assert queries.actors_with_prefix(conn, "", 1) == [(AGENT, 6)]
         assert queries.actors_with_prefix(conn, "ci/", 10) == []
     finally:
         conn.close()

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from core_helpers import ALICE
 from swarmctl.cli.inert import inert
 from swarmctl.cli.progress import StepProgress
 from wfkit import Kit
@@ -29,9 +30,9 @@ def assert_inert(text: str) -> None:
 @pytest.mark.parametrize("color", ["never", "always", "auto"])
 def test_op_log_as_a_table_escapes_a_message_s_terminal_controls(sw, color):
     repo = str(sw.store)
-    sw.ok("--as", "human/alice", "init", repo)
-    sw.ok("--repo", repo, "--as", "human/alice", "changeset", "create", "-m", EVIL, "--ref", "main")
-    sw.ok("--repo", repo, "--as", "human/alice", "changeset", "create", "-m", BIDI, "--meta", f"note={EVIL}")
+    sw.ok("--as", ALICE, "init", repo)
+    sw.ok("--repo", repo, "--as", ALICE, "changeset", "create", "-m", EVIL, "--ref", "main")
+    sw.ok("--repo", repo, "--as", ALICE, "changeset", "create", "-m", BIDI, "--meta", f"note={EVIL}")
     # Wide enough that no description is cut with an ellipsis: the escapes are shown whole.
     table = sw("--repo", repo, "--color", color, "-o", "table", "op", "log", env={"COLUMNS": "400"})
     assert table.exit == 0

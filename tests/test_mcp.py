@@ -9,7 +9,7 @@ import pytest
 
 import swarmctl
 
-from core_helpers import UNDO_REFERENCE_TEXT, build_golden_store
+from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarm import StoreNormalizer
@@ -44,7 +44,7 @@ def normalized_response(response: dict, normalize: Normalizer) -> dict:
 @pytest.mark.backends("sqlite", "postgres")
 def test_undo_over_mcp_matches_the_reference_page(sw, golden):
     ids = build_golden_store(sw)
-    with McpClient(sw.store, "agent/worker-17") as client:
+    with McpClient(sw.store, AGENT) as client:
         assert client.initialized.server_info.name == "swarmctl"
         assert client.initialized.server_info.version == swarmctl.version()  # pyproject's
         response = client.request("tools/call", REFERENCE_REQUEST["params"], request_id=20)
@@ -59,7 +59,7 @@ def test_undo_over_mcp_matches_the_reference_page(sw, golden):
 
 def test_tools_list_describes_every_mcp_tool(sw):
     build_golden_store(sw)
-    with McpClient(sw.store, "agent/worker-17") as client:
+    with McpClient(sw.store, AGENT) as client:
         listed = client.list_tools().tools
     expected = registry.mcp_tools()
     assert [t.name for t in listed] == [t.name for t in expected]
@@ -79,7 +79,7 @@ def test_tools_list_describes_every_mcp_tool(sw):
 @pytest.mark.backends("sqlite", "postgres")
 def test_a_field_named_twice_is_invalid_and_writes_nothing(sw):
     build_golden_store(sw)
-    with RawServer(sw.store, "agent/worker-17") as server:
+    with RawServer(sw.store, AGENT) as server:
         server.initialize()
         # Written by hand: a JSON library would keep only one of the two "op"s.
         server.send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"undo","arguments":{"op":6,"op":5}}}')
@@ -100,7 +100,7 @@ def test_a_field_named_twice_is_invalid_and_writes_nothing(sw):
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_the_server_serves_on_without_its_store_and_after_errors(sw):
-    with McpClient(sw.store, "agent/worker-17") as client:
+    with McpClient(sw.store, AGENT) as client:
         missing = client.envelope("op_log", {})
         assert missing["error"]["code"] == "E_NOT_A_REPO"
         build_golden_store(sw)  # the store appears while the server runs
@@ -124,15 +124,15 @@ def test_each_call_reads_the_store_afresh_and_needs_an_identity_to_write(sw):
         assert client.envelope("op_log", {"limit": 1})["meta"]["auth"] == "none"
         refused = client.envelope("undo", {"op": 6})
         assert refused["error"]["code"] == "E_IDENTITY_REQUIRED"
-        sw.ok("--repo", str(sw.store), "--as", "human/alice", "op", "undo", "6")  # another process writes
-        assert client.envelope("op_show", {"op": 7})["result"]["actor"] == "human/alice"
+        sw.ok("--repo", str(sw.store), "--as", ALICE, "op", "undo", "6")  # another process writes
+        assert client.envelope("op_show", {"op": 7})["result"]["actor"] == ALICE
 
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_requests_read_before_end_of_input_are_all_answered(sw):
     """`printf ... | swarmctl mcp`: closing stdin right after the last request still answers it."""
     build_golden_store(sw)
-    with RawServer(sw.store, "agent/worker-17") as server:
+    with RawServer(sw.store, AGENT) as server:
         server.send(INITIALIZE)
         server.send(INITIALIZED)
         for request_id in (2, 3, 4):
@@ -191,8 +191,8 @@ def test_the_output_schema_validates_success_and_failure_envelopes(sw):
     build_golden_store(sw)
     undo = registry.get("undo")
     validator = jsonschema.Draft202012Validator(schemas.envelope_schema(undo))
-    ok = sw("--repo", str(sw.store), "--as", "agent/worker-17", "op", "undo", "6").envelope
-    failed = sw("--repo", str(sw.store), "--as", "agent/worker-17", "op", "undo", "99").envelope
+    ok = sw("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6").envelope
+    failed = sw("--repo", str(sw.store), "--as", AGENT, "op", "undo", "99").envelope
     validator.validate(ok)
     validator.validate(failed)
     assert not validator.is_valid({**ok, "result": {**ok["result"], "undone": "six"}})
@@ -205,7 +205,7 @@ def test_the_server_takes_its_store_and_identity_from_the_environment(sw):
     """The README's client configuration: `swarmctl mcp` with SWARMCTL_REPO / SWARMCTL_AS in `env`
     (a store's URL there on PostgreSQL)."""
     build_golden_store(sw)
-    env = {**sw.env, "SWARMCTL_REPO": str(sw.store), "SWARMCTL_AS": "agent/worker-17"}
+    env = {**sw.env, "SWARMCTL_REPO": str(sw.store), "SWARMCTL_AS": AGENT}
     with RawServer(None, env=env) as server:
         server.initialize()
         server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "undo", "arguments": {"op": "@"}}})
@@ -257,7 +257,7 @@ def test_what_a_tool_or_its_child_prints_never_reaches_the_wire(sw):
 
 def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_on(sw):
     build_golden_store(sw)
-    with RawServer(sw.store, "agent/worker-17") as server:
+    with RawServer(sw.store, AGENT) as server:
         server.initialize()
         server.send("this is not json")
         not_json = server.receive()
@@ -282,7 +282,7 @@ def test_a_2026_client_without_initialize_gets_the_same_envelope(sw):
     """Protocol 2026-07-28 has no handshake: each request carries its version in `_meta`, and a
     result must carry `resultType`. The SDK shapes our results for either era."""
     build_golden_store(sw)
-    with RawServer(sw.store, "agent/worker-17") as server:
+    with RawServer(sw.store, AGENT) as server:
         server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                      "params": {"name": "op_show", "arguments": {"op": 6}, "_meta": MODERN_META}})
         shown = server.receive()

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from core_helpers import AGENT, ALICE, build_golden_store
+from core_helpers import AGENT, ALICE, BOB, CI, build_golden_store
 from wfkit import Kit
 
 from swarmctl import policy as rules
@@ -20,7 +20,6 @@ from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
-BOB = "human/bob"
 OTHER_AGENT = "agent/worker-42"
 
 # main and release/* are for people and ci/release; only people change the policy and undo
@@ -71,9 +70,6 @@ class Store:
 
     def head(self) -> int:
         return self.ok(None, "op", "log", "-n", "1")["ops"][0]["op"]
-
-    def refs(self) -> dict[str, str]:
-        return {r["name"]: r["target"] for r in self.ok(None, "ref", "list")["refs"]}
 
     def check(self, actor: str, tool: str, arguments: str) -> dict:
         return self.ok(None, "policy", "check", "--actor", actor, tool, arguments)
@@ -159,8 +155,8 @@ def test_globs_star_stays_within_a_part_and_double_star_crosses_parts():
     assert not rules.matches(("release/*",), "release/v1/hotfix")
     assert rules.matches(("release/**",), "release/v1/hotfix")
     assert not rules.matches(("release/*",), "release")
-    assert rules.matches(("human/*",), "human/alice") and not rules.matches(("human/*",), "agent/alice")
-    assert rules.matches(("*/*",), "ci/release") and rules.matches(None, "anyone/at-all")
+    assert rules.matches(("human/*",), ALICE) and not rules.matches(("human/*",), "agent/alice")
+    assert rules.matches(("*/*",), CI) and rules.matches(None, "anyone/at-all")
     assert not rules.matches(("main",), "mainline") and not rules.matches(("a.b",), "axb")
     assert rules.matches(("/srv/**",), "/srv/workflows/x.toml") and not rules.matches(("/srv/*",), "/srv/a/x.toml")
 
@@ -186,7 +182,7 @@ def test_every_path_that_moves_a_ref_is_refused_for_a_protected_ref(sw):
     # Unprotected refs move as before, and a person or ci/release moves protected ones.
     assert store.head() == 7
     assert store.ok(AGENT, "ref", "set", "feature/x", "main")["op"] == 8
-    assert store.ok("ci/release", "ref", "set", "release/v1", base)["op"] == 9
+    assert store.ok(CI, "ref", "set", "release/v1", base)["op"] == 9
     assert store.ok(ALICE, "ref", "delete", "release/v1")["op"] == 10
 
 

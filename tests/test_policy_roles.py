@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from core_helpers import AGENT, ALICE, BOB, CI
 from pgcluster import DATABASE, Cluster, server_bin
 
 PASSWORD = {"super": "super-secret-1", "swarm_agent": "agent-pass-2", "swarm_human": "human-pass-3"}
 SCHEMA = "roles_store"
-AGENT = "agent/worker-17"
 # Every rule kind, so the database is seen to hold a role to each; `{flows}` is the folder the
 # store runs workflow definitions from.
 POLICY = """\
@@ -146,19 +146,19 @@ def run(store, cluster, role: str, actor: str, *args: str):
 
 
 def test_a_role_acts_only_as_the_actors_it_is_mapped_to(store, cluster):
-    made = run(store, cluster, "swarm_agent", "agent/worker-17", "ref", "set", "feature/x", "release/v1")
+    made = run(store, cluster, "swarm_agent", AGENT, "ref", "set", "feature/x", "release/v1")
     assert made.exit == 0 and made.envelope["meta"]["auth"] == "database", made.stdout
-    spoofed = run(store, cluster, "swarm_agent", "human/alice", "ref", "set", "feature/y", "release/v1")
+    spoofed = run(store, cluster, "swarm_agent", ALICE, "ref", "set", "feature/y", "release/v1")
     assert spoofed.exit == 6, spoofed.stdout
     error = spoofed.error
     assert error["code"] == "E_FORBIDDEN" and error["details"]["rule"] == "roles", error
     assert error["details"]["role"] == "swarm_agent" and error["details"]["allowed"] == ["agent/*"]
-    human = run(store, cluster, "swarm_human", "human/bob", "ref", "set", "release/v1", "feature/x")
+    human = run(store, cluster, "swarm_human", BOB, "ref", "set", "release/v1", "feature/x")
     assert human.exit == 0 and human.envelope["meta"]["auth"] == "database", human.stdout
-    protected = run(store, cluster, "swarm_agent", "agent/worker-17", "ref", "delete", "release/v1")
+    protected = run(store, cluster, "swarm_agent", AGENT, "ref", "delete", "release/v1")
     assert protected.error["code"] == "E_FORBIDDEN" and protected.error["details"]["rule"] == "protect[0]"
     # A role outside the map (the store's owner) acts as declared.
-    owner = store("--repo", cluster.url(), "--as", "ci/release", "ref", "set", "feature/z", "release/v1")
+    owner = store("--repo", cluster.url(), "--as", CI, "ref", "set", "feature/z", "release/v1")
     assert owner.exit == 0 and owner.envelope["meta"]["auth"] == "trust", owner.stdout
 
 
@@ -192,7 +192,7 @@ def test_an_admin_role_changes_the_policy_and_an_agent_role_cannot(store, cluste
     (store.tmp / "second.toml").write_text(store.policy.replace('self = false', 'self = true'))
     denied = store("--repo", cluster.url("swarm_agent"), "--as", "agent/worker-17", "policy", "set", "second.toml", cwd=store.tmp)
     assert denied.error["code"] == "E_FORBIDDEN" and denied.error["details"]["rule"] == "admins", denied.stdout
-    human = ("--repo", cluster.url("swarm_human"), "--as", "human/bob")
+    human = ("--repo", cluster.url("swarm_human"), "--as", BOB)
     made = store.ok(*human, "policy", "set", "second.toml", cwd=store.tmp)
     assert store.ok(*human, "op", "undo", str(made["op"]))["undone"] == made["op"]
     assert store.ok(*human, "policy", "show")["policy"] == store.policy

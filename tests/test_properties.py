@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from core_helpers import AGENT, ALICE, connect, file_digests, op_count, problems
+from core_helpers import AGENT, ALICE, CI, connect, file_digests, op_count, problems, refs
 
 from swarmctl import names
 from swarmctl.envelope import ERROR_CODES
@@ -71,7 +71,7 @@ def test_ref_names_git_cannot_be_asked_about():
 
 # --- random command sequences --------------------------------------------------------------------
 
-ACTORS = [ALICE, AGENT, "ci/release"]
+ACTORS = [ALICE, AGENT, CI]
 REF_NAMES = ["main", "release/v1", "feature/x"]
 
 
@@ -126,8 +126,7 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def set_ref(self, actor, ref, pick, cas):
         target = self.changesets[pick % len(self.changesets)]
-        current = self.sw.ok("--repo", str(self.sw.store), "ref", "list")["refs"]
-        now = {r["name"]: r["target"] for r in current}.get(ref)
+        now = refs(self.sw.store).get(ref)
         extra = {
             "none": [],
             "create": ["--create"],
@@ -140,7 +139,7 @@ class StoreMachine(RuleBasedStateMachine):
         )
         assert env["ok"] != should_fail, env
         if env["ok"]:
-            assert {r["name"]: r["target"] for r in self.sw.ok("--repo", str(self.sw.store), "ref", "list")["refs"]}[ref] == target
+            assert refs(self.sw.store)[ref] == target
 
     @rule(actor=st.sampled_from(ACTORS), ref=st.sampled_from(REF_NAMES))
     def delete_ref(self, actor, ref):
@@ -156,9 +155,9 @@ class StoreMachine(RuleBasedStateMachine):
             assert (op_count(self.sw.store), file_digests(self.sw.store)) == before
         if env["ok"] and not dry and not env["result"]["already_applied"]:
             assert env["result"]["op"] == newest + 1
-            refs = {r["name"]: r["target"] for r in self.sw.ok("--repo", str(self.sw.store), "ref", "list")["refs"]}
+            now = refs(self.sw.store)
             for move in env["result"]["ref_moves"]:
-                assert refs.get(move["name"]) == move["new"]
+                assert now.get(move["name"]) == move["new"]
         if not env["ok"]:
             assert env["error"]["code"] in {"E_CAS_MISMATCH", "E_NOTHING_TO_UNDO", "E_NOT_FOUND"}, env
         if at and env["ok"]:

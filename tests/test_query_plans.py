@@ -6,11 +6,11 @@ import sqlite3
 
 import pytest
 
-from core_helpers import build_golden_store
+from core_helpers import AGENT, build_golden_store
 from swarmctl.store import queries
 from swarmctl.store.schema import DB_FILE
 
-FILTERS = {"ref": "main", "actor": "agent/worker-17", "kind": "ref_set"}
+FILTERS = {"ref": "main", "actor": AGENT, "kind": "ref_set"}
 
 
 def plan(conn: sqlite3.Connection, q: queries.LogQuery, lower, upper) -> str:

@@ -81,7 +81,7 @@ def test_changeset_create_and_show(sw, golden, frozen_clock):
     assert on_main.result["changeset"]["parents"] == [merge.result["changeset"]["id"]]
     assert first.result["changeset"]["parents"] == []
     assert by_prefix.result == by_ref.result == merge.result["changeset"]
-    assert merge.result["changeset"]["metadata"] == {"reviewed-by": "human/alice", "ticket": "OPS-7"}
+    assert merge.result["changeset"]["metadata"] == {"reviewed-by": ALICE, "ticket": "OPS-7"}
     assert sw.transcript(first, other, merge, by_prefix, by_ref, on_main) == golden
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, as_, build_golden_store, connect, file_digests, op_count, paused_at_commit, problems, refs
+from core_helpers import AGENT, ALICE, CI, as_, build_golden_store, connect, file_digests, op_count, paused_at_commit, problems, refs
 from swarm import Swarm, swarmctl_argv
 
 from swarmctl.tools.revert import MAX_SELECTION
@@ -170,7 +170,7 @@ def test_filters_are_required_and_checked(sw, golden):
     before = (op_count(sw.store), file_digests(sw.store))
     none = sw(*as_(sw, AGENT), "op", "revert")
     nobody = sw("--repo", str(sw.store), "op", "revert", "--actor", AGENT)
-    matches_nothing = sw(*as_(sw, AGENT), "op", "revert", "--actor", "ci/release")
+    matches_nothing = sw(*as_(sw, AGENT), "op", "revert", "--actor", CI)
     no_moves = sw(*as_(sw, AGENT), "op", "revert", "--kind", "init")
     bad_time = sw(*as_(sw, AGENT), "op", "revert", "--since", "yesterday")
     bad_actor = sw(*as_(sw, AGENT), "op", "revert", "--actor", "nobody")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from core_helpers import build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store
 from swarm import swarmctl_argv
 
 # Modules (and packages, with everything under them) a read of the op log must not import.
@@ -63,7 +63,7 @@ def store(sw):
         ("op", "log", "-n", "20"),
         ("op", "log", "--ref", "main", "-n", "20"),
         ("op", "show", "6"),
-        ("--as", "agent/worker-17", "op", "undo", "6", "--dry-run"),
+        ("--as", AGENT, "op", "undo", "6", "--dry-run"),
     ],
 )
 def test_op_commands_import_only_their_area(store, args):
@@ -83,7 +83,7 @@ def test_the_probe_sees_what_a_command_imports(store):
     """The check above can fail: `schema` does import pydantic, and `changeset create` BLAKE3."""
     modules, _ = imported_by("schema", "UndoReq", cwd=store.parent)
     assert "pydantic" in slow(modules) and "swarmctl.schemas" in slow(modules)
-    modules, _ = imported_by("--repo", str(store), "--as", "human/alice", "changeset", "create", "-m", "m", cwd=store.parent)
+    modules, _ = imported_by("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "m", cwd=store.parent)
     assert "blake3" in slow(modules)
 
 

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, build_golden_store, connect, file_digests, tamper
+from core_helpers import AGENT, ALICE, CI, build_golden_store, connect, file_digests, tamper
 from swarmctl.store import Store, queries
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CI = "ci/release"
 
 # Every combination of --ref with --actor/--kind/--since, with values that match many, few and
 # no ops of the fixture.

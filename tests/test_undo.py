@@ -1,7 +1,7 @@
 """`op undo`: compare-and-swap, all or nothing, replays, redo, --dry-run and `@`."""
 
 import pytest
-from core_helpers import AGENT, ALICE, as_, build_golden_store, build_log_store, file_digests, op_count, problems, refs
+from core_helpers import AGENT, ALICE, CI, as_, build_golden_store, build_log_store, file_digests, op_count, problems, refs
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -123,7 +123,7 @@ def test_at_names_the_callers_newest_op_only(sw, golden):
     alice_dry = sw(*as_(sw, ALICE), "op", "undo", "@", "--dry-run")
     assert alice_dry.envelope["meta"]["resolved"] == {"@": 7}
     # Someone with no ops in the store: @ names nothing.
-    stranger = sw(*as_(sw, "ci/release"), "op", "undo", "@")
+    stranger = sw(*as_(sw, CI), "op", "undo", "@")
     assert stranger.exit == 4 and stranger.error["code"] == "E_NOT_FOUND"
     # Without an identity, @ cannot be resolved (and an undo is a mutation anyway).
     nobody = sw("--repo", str(sw.store), "op", "undo", "@")

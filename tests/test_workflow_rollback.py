@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from core_helpers import ALICE, tamper
+from core_helpers import AGENT, ALICE, BOB, tamper
 from swarm import Ran
 from wfkit import WAIT_S, Kit, envelope
 
@@ -100,7 +100,7 @@ def test_the_preview_shows_the_blast_radius_and_changes_nothing(sw, kit, golden)
 def test_a_confirmed_rollback_undoes_last_first_exactly_once(sw, kit, golden):
     wf = failed_release(kit)
     preview_id = kit("workflow", "rollback", wf).result["preview_id"]
-    confirmed = kit("workflow", "rollback", wf, "--confirm", "--expect-preview", preview_id, actor="human/bob")
+    confirmed = kit("workflow", "rollback", wf, "--confirm", "--expect-preview", preview_id, actor=BOB)
     status = kit("workflow", "status", wf, actor=None)
     again = kit("workflow", "rollback", wf, "--confirm")
     assert sw.transcript(confirmed, status, again) == golden
@@ -109,7 +109,7 @@ def test_a_confirmed_rollback_undoes_last_first_exactly_once(sw, kit, golden):
     assert kit.marks() == ["migrate", "deploy", "notify", "unnotify", "undeploy"]
     assert "release/v1" not in [r["name"] for r in kit("ref", "list", actor=None).result["refs"]]
     undo = kit("op", "show", str(confirmed.result["results"][2]["op"]), actor=None).result
-    assert (undo["kind"], undo["actor"], undo["undoes"]) == ("undo", "human/bob", status.result["steps"][0]["op"])
+    assert (undo["kind"], undo["actor"], undo["undoes"]) == ("undo", BOB, status.result["steps"][0]["op"])
     assert undo["description"] == f"workflow {wf} rollback of step promote: undo op {undo['undoes']}"
     assert again.error["code"] == "E_REFUSED"  # already rolled back: nothing runs twice
     assert kit.marks() == ["migrate", "deploy", "notify", "unnotify", "undeploy"]
@@ -117,7 +117,7 @@ def test_a_confirmed_rollback_undoes_last_first_exactly_once(sw, kit, golden):
 
 def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, golden):
     wf = failed_release(kit)
-    kit("ref", "set", "release/v1", kit.c1, actor="agent/worker-17")  # op 5 moves it on
+    kit("ref", "set", "release/v1", kit.c1, actor=AGENT)  # op 5 moves it on
     preview = kit("workflow", "rollback", wf)
     confirmed = kit("workflow", "rollback", wf, "--confirm")
     assert sw.transcript(preview, confirmed) == golden
@@ -130,7 +130,7 @@ def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, g
     assert [r["status"] for r in confirmed.error["details"]["results"]] == ["rolled_back", "rolled_back", "rollback_failed"]
     assert kit.marks()[-2:] == ["unnotify", "undeploy"]
     # Take back the later move, and the retry undoes promote; the command undos are not re-run.
-    kit("op", "undo", "5", actor="agent/worker-17")
+    kit("op", "undo", "5", actor=AGENT)
     retry = kit("workflow", "rollback", wf, "--confirm")
     assert [(e["step"], e["retry"]) for e in retry.result["blast_radius"]["would_roll_back"]] == [("promote", True)]
     assert retry.result["state"] == "rolled_back"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE, connect, tamper
+from core_helpers import ALICE, BOB, CI, connect, tamper
 from swarm import swarmctl_argv
 from wfkit import SECRET, WAIT_S, Kit
 
@@ -40,15 +40,15 @@ def test_run_stops_at_the_gate_until_approved_then_resume_completes(sw, golden):
     ran, wf = kit.run(RELEASE)
     assert ran.result["workflow"]["state"] == "awaiting_approval"
     assert kit.marks() == []  # the deploy waits behind the gate
-    too_early = kit("workflow", "resume", wf, actor="ci/release")
-    approve = kit("workflow", "approve", wf, actor="human/bob")
+    too_early = kit("workflow", "resume", wf, actor=CI)
+    approve = kit("workflow", "approve", wf, actor=BOB)
     again = kit("workflow", "approve", wf, "--step", "sign-off", actor="human/carol")
-    resume = kit("workflow", "resume", wf, actor="ci/release")
+    resume = kit("workflow", "resume", wf, actor=CI)
     status = kit("workflow", "status", wf, actor=None)
     assert sw.transcript(ran, too_early, approve, again, resume, status) == golden
     assert too_early.error["code"] == "E_STATE"
-    assert approve.result["approved_by"] == "human/bob"
-    assert again.result["already_approved"] and again.result["approved_by"] == "human/bob"
+    assert approve.result["approved_by"] == BOB
+    assert again.result["already_approved"] and again.result["approved_by"] == BOB
     assert status.result["workflow"]["state"] == "completed"
     assert kit.marks() == ["deploy"]
     op = kit("op", "show", str(status.result["steps"][0]["op"]), actor=None).result
@@ -464,4 +464,4 @@ def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
         step = tuple(db.execute("SELECT status FROM workflow_steps WHERE workflow = ? AND name = 'deploy'", (wf,)).fetchone())
     finally:
         db.close()
-    assert held == ("running", me.pid, "human/bob") and step == ("running",)
+    assert held == ("running", me.pid, BOB) and step == ("running",)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from core_helpers import ALICE
 
 from swarmctl import pids
 from swarmctl.tools.workflow import blast_radius, definition, process
@@ -107,7 +108,7 @@ def test_an_abandoned_init_of_a_finished_process_is_cleaned_up(tmp_path):
     leftover = tmp_path / f"swarmops.db.init-{child.pid}"
     leftover.write_bytes(b"half a store")
     try:
-        Store.create(tmp_path, "human/alice").close()
+        Store.create(tmp_path, ALICE).close()
         assert not leftover.exists()
     finally:
         child.wait()
