@@ -30,7 +30,7 @@ def current_version(conn: Conn, stored_format: int | None = None) -> Version | N
     if (stored_format if stored_format is not None else _format(conn)) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies ORDER BY op DESC LIMIT 1").fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def version_before(conn: Conn, op: int) -> Version | None:
@@ -38,7 +38,7 @@ def version_before(conn: Conn, op: int) -> Version | None:
     if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op < ? ORDER BY op DESC LIMIT 1", (op,)).fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def made_by(conn: Conn, op: int) -> Version | None:
@@ -46,7 +46,7 @@ def made_by(conn: Conn, op: int) -> Version | None:
     if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op = ?", (op,)).fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def current(conn: Conn, stored_format: int | None = None) -> rules.Policy | None:
@@ -86,4 +86,4 @@ def all_versions(conn: Conn) -> list[Version]:
     """Every version, oldest first (`store copy` takes them across)."""
     if _format(conn) < POLICY_FORMAT:
         return []
-    return [Version(r[0], r[1]) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]
+    return [Version(*r) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]
