@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import socket
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -74,10 +75,16 @@ def lease_s() -> float:
     return limits.seconds("SWARMCTL_LEASE_S", DEFAULT_LEASE_S, MIN_LEASE_S, MAX_LEASE_S)
 
 
+# A time in the store's format, as `lease_until` reads it (what strptime's "%Y-%m-%dT%H:%M:%S.%fZ" takes).
+_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,6}Z$")
+
+
 def lease_until(at: str) -> str:
     """The end of a lease renewed at `at` (a time in the store's format)."""
     try:
-        start = datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+        if not _AT.match(at):
+            raise ValueError(at)
+        start = datetime.fromisoformat(at[:-1]).replace(tzinfo=timezone.utc)  # strptime costs 10 times more
         return names.format_time(start + timedelta(seconds=lease_s()))
     except (ValueError, OverflowError):
         return at

@@ -22,8 +22,12 @@ class ProcessId(NamedTuple):
 
 def _stat(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat from field 3 (state) on, or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+    try:  # os.open and one read: a step reads its command's start time on its way to run it
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            stat = os.read(fd, 4096).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.

@@ -25,6 +25,7 @@ their common encodings (`scrub_values`, `secret_forms`), before the output is cu
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Iterable, NamedTuple
 
 MASK = "***"
@@ -66,6 +67,7 @@ def key_words(key: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(str(key))]
 
 
+@lru_cache(maxsize=4096)  # a status of 1,000 steps asks about the same dozen keys 13,000 times
 def is_secret_key(key: str) -> bool:
     """Whether `key` (an environment variable, a field, a flag without its dashes) names a secret."""
     key = str(key)

@@ -220,3 +220,77 @@ def test_call_lines_checks_the_newest_op_again_once_another_process_wrote(sw):
         door.wait(timeout=120)
         door.stdout.close()
         door.stderr.close()
+
+
+def test_call_lines_reads_the_newest_op_again_once_another_process_appended_one(sw):
+    """A door keeps the newest op (its number, time and hash) from its own last write, and reads
+    it again once another connection has committed: an op another process appends between two
+    of the door's writes is the one the door's next op follows, in the hash chain and in time,
+    and a fence another process sets in between is obeyed."""
+    from core_helpers import problems
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    door = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
+    )
+
+    def call(name: str) -> dict:
+        door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": name, "target": ids["base"]}}))
+        door.stdin.flush()
+        return json.loads(door.stdout.readline())
+
+    try:
+        assert call("a")["result"]["op"] == 7
+        assert call("b")["result"]["op"] == 8  # the door's own newest op: not read again
+        other = sw.process("--repo", str(sw.store), "--as", "human/alice", "ref", "set", "c", ids["base"])
+        assert (other.exit, other.result["op"]) == (0, 9)
+        assert call("d")["result"]["op"] == 10  # follows op 9, which the door did not write
+        assert problems(sw.store) == []
+        ops = sw.ok("--repo", str(sw.store), "op", "log", "-n", "4")["ops"]
+        assert [o["op"] for o in ops] == [10, 9, 8, 7]
+        assert ops[0]["at"] >= ops[1]["at"]
+        copied = sw.process("--as", "human/alice", "store", "copy", str(sw.store), str(sw.tmp / "copy"), "--fence")
+        assert copied.exit == 0, copied.stdout
+        fenced = call("e")
+        assert (fenced["ok"], fenced["error"]["code"]) == (False, "E_STATE"), fenced
+    finally:
+        door.stdin.close()
+        door.wait(timeout=120)
+        door.stdout.close()
+        door.stderr.close()
+
+
+def test_a_door_takes_the_time_of_an_op_another_connection_appended_since_its_last_write(sw, monkeypatch):
+    """The newest op a door remembers from its own last write is read again once another
+    connection has committed: an op written since under a clock a minute ahead (within
+    SWARMCTL_CLOCK_SKEW_S) pins the door's next op to its time, as on a fresh process."""
+    from swarm import SUBPROCESS
+    from swarmctl import names
+    from swarmctl.calls import call_line
+    from swarmctl.context import Context, OpenStores
+
+    if SUBPROCESS:
+        pytest.skip("the clock is set in this process")
+    ids = build_golden_store(sw)
+    clock = {"now": "2026-11-30T12:00:00.000Z"}
+    monkeypatch.setattr(names, "now", lambda: clock["now"])
+    stores, tools = OpenStores(), registry.by_name()
+
+    def door(name: str) -> dict:
+        ctx = Context(repo=str(sw.store), actor="agent/worker-17", stores=stores)
+        return call_line(json.dumps({"tool": "ref_set", "arguments": {"name": name, "target": ids["base"]}}), ctx, tools)
+
+    try:
+        assert door("a")["result"]["op"] == 7
+        clock["now"] = "2026-11-30T12:01:00.000Z"  # another writer, its clock a minute ahead
+        sw.ok("--repo", str(sw.store), "--as", "human/alice", "ref", "set", "b", ids["base"])
+        clock["now"] = "2026-11-30T12:00:01.000Z"
+        assert door("c")["result"]["op"] == 9
+    finally:
+        stores.close()
+    ops = sw.ok("--repo", str(sw.store), "op", "log", "-n", "3")["ops"]
+    assert [(o["op"], o["at"]) for o in ops] == [
+        (9, "2026-11-30T12:01:00.000Z"), (8, "2026-11-30T12:01:00.000Z"), (7, "2026-11-30T12:00:00.000Z")
+    ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -295,3 +297,30 @@ def test_a_2026_client_without_initialize_gets_the_same_envelope(sw):
     assert json.loads(shown["result"]["content"][0]["text"]) == shown["result"]["structuredContent"]
     assert twice["result"]["isError"] is True
     assert twice["result"]["structuredContent"]["error"]["code"] == "E_INVALID_ARG"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see the server's open files")
+def test_the_server_keeps_one_connection_to_its_store_between_calls(sw):
+    """One connection per store for the server's life: between calls the server process holds
+    the store's database open, once, on the same descriptor (a server opening the store per
+    call would hold it only during a call)."""
+    ids = build_golden_store(sw)
+    database = os.path.realpath(sw.store / "swarmops.db")
+
+    def held(pid: int) -> list[str]:
+        fds = Path(f"/proc/{pid}/fd")
+        return sorted(fd.name for fd in fds.iterdir() if os.path.realpath(fd) == database)
+
+    with RawServer(sw.store, "agent/worker-17") as server:
+        server.initialize()
+        seen = []
+        for request_id, (name, arguments) in enumerate(
+            [("ref_list", {}), ("ref_set", {"name": "x", "target": ids["base"]}), ("op_log", {"limit": 1})], start=2
+        ):
+            server.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+            response = server.receive()
+            assert response["result"]["structuredContent"]["ok"], response
+            seen.append(held(server.proc.pid))
+        status, _, err = server.close()
+    assert status == 0, err
+    assert len(seen[0]) == 1 and seen == [seen[0]] * 3, seen

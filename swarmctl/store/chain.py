@@ -72,19 +72,15 @@ def previous_hash(conn: Conn, op: int) -> str | None:
     return row[0] if row else None
 
 
-def seal(conn: Conn, op: int, *, previous: str | None = None, appended: tuple[OpHead, list[MoveRow]] | None = None) -> str:
+def seal(conn: Conn, op: int, *, previous: str | None = None, appended: dict[str, Any] | None = None) -> str:
     """Record the hash of `op` (appended by this transaction, with all its content).
 
     The writer may say what it knows: `previous`, the hash of the op before (read as its
-    transaction began), and `appended`, the op's row and ref moves as it inserted them (nothing
-    else writes those); the changesets and reverts it made are read back either way."""
+    transaction began), and `appended`, the op's content as it wrote it (a Writer sees every
+    row an op is made of: its row and ref moves, the changesets it made, the ops it reverted);
+    else both are read from the store."""
     previous = previous if previous is not None else previous_hash(conn, op)
-    if appended is not None and appended[0].op == op:
-        row, moves = appended
-        made = [r[0] for r in conn.execute("SELECT id FROM changesets WHERE op = ?", (op,))]
-        found: dict[str, Any] | None = content(row, moves, made, reverts.targets_of(conn, op))
-    else:
-        found = op_content(conn, op)
+    found = appended if appended is not None and appended["op"] == op else op_content(conn, op)
     if previous is None or found is None:
         raise RuntimeError(f"cannot seal op {op}: the op before it has no hash")
     digest = op_hash(previous, found)

@@ -284,8 +284,12 @@ class Writer:
         # The format the store recorded as this transaction began (None: ask), for the policy.
         self.stored_format = stored_format
         self._policy: rules.Policy | None | bool = False  # False: not read yet
-        # The op's content as appended, for its hash (changesets and reverts are read back).
+        # What the op is made of, as written here, for its hash: its row and ref moves
+        # (append_op), the changesets it made (insert_changeset), the ops it reverted
+        # (reverts.record): nothing else writes those rows.
         self._appended: tuple[OpHead, list[MoveRow]] | None = None
+        self.made: list[str] = []
+        self.reverted: list[int] = []
 
     @property
     def policy(self) -> rules.Policy | None:
@@ -371,7 +375,9 @@ class Writer:
 
             head = self._head_before(self.op)
             previous = head.hash if head is not None and head.hash is not None else None
-            self.hash = chain.seal(self.conn, self.op, previous=previous, appended=self._appended)
+            row, moves = self._appended if self._appended is not None else (None, [])
+            appended = chain.content(row, moves, self.made, self.reverted) if row is not None else None
+            self.hash = chain.seal(self.conn, self.op, previous=previous, appended=appended)
 
     def insert_changeset(self, row: ChangesetRow) -> None:
         """Store a changeset made by this transaction's op (`row.op`; call after append_op)."""
@@ -382,6 +388,7 @@ class Writer:
             (row.id, row.op, row.message, row.actor, row.at, json.dumps(row.parents),
              json.dumps(row.metadata, ensure_ascii=False), json.dumps(row.files, ensure_ascii=False)),
         )
+        self.made.append(row.id)
 
     def insert_blob(self, blob_id: str, content: bytes) -> None:
         self.conn.execute(

@@ -102,7 +102,9 @@ def record(w: Any, targets: Iterable[int]) -> None:
     op took `targets` back. The table is there: a write upgrades a format-1 store first."""
     if w.op is None:
         raise RuntimeError("record a revert's targets after appending its op")
+    targets = list(targets)
     w.conn.executemany("INSERT INTO op_reverts(op, target) VALUES (?, ?)", [(w.op, t) for t in targets])
+    w.reverted.extend(targets)  # the op's content, for its hash (Writer.seal)
 
 
 # --- the ops and ref moves a selection is made of ------------------------------------------------

@@ -252,6 +252,7 @@ class Executor:
                     on_start=started,
                     hidden=definition.resolved_values(step.spec, self.environ),
                     tick=(self.renew, hosts.lease_s() / 3),
+                    inherit_env=env == self.environ,  # no `env`, no store password: its own, as it is
                 )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)

@@ -95,8 +95,10 @@ def run_command(
     on_start: Callable[[pids.ProcessId], None] | None = None,
     hidden: Sequence[str] = (),
     tick: tuple[Callable[[], None], float] | None = None,
+    inherit_env: bool = False,
 ) -> CommandOutcome:
-    """Run `argv` to completion or timeout. `on_start` gets the command's process group (its
+    """Run `argv` to completion or timeout. `inherit_env`: `env` is this process's own
+    environment, which the command inherits (as it is: passing a copy costs more). `on_start` gets the command's process group (its
     leader) before the command starts; if it raises, the command never starts. `tick`, a
     function and a period in seconds, is called every period while the command runs. Any exception
     while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
@@ -115,7 +117,7 @@ def run_command(
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", _GATE, "swarmctl-step", resolve_program(argv[0], cwd), *argv[1:]],
                 cwd=cwd,
-                env=dict(env),
+                env=None if inherit_env else dict(env),
                 stdin=gate_out,
                 stdout=out,
                 stderr=err,
