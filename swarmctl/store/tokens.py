@@ -9,7 +9,6 @@ first, since a failed statement would end the reading transaction.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from swarmctl.store.sql import SQLITE, Conn, dialect
@@ -19,6 +18,8 @@ _COLUMNS = "id, actor, created_by, created_at, expires_at, revoked_at, read_only
 
 def digest(token: str) -> str:
     """The SHA-256 of a token, as stored."""
+    import hashlib  # here: loading OpenSSL costs every command a few ms, and few hash a token
+
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
