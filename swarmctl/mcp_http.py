@@ -269,10 +269,10 @@ class StoreTokens:
     async def verify_token(self, token: str) -> AccessToken | None:
         found = await self.door.in_thread(self.door.token_record, token, limiter=self.door.lookups)
         # Times in the store's fixed-width format compare as text.
-        if found is None or found["revoked_at"] is not None or found["expires_at"] <= names.now():
+        if found is None or found.revoked_at is not None or found.expires_at <= names.now():
             return None
-        scopes = ["read"] if found["read_only"] else ["read", "write"]
-        return AccessToken(token=token, client_id=found["actor"], scopes=scopes, subject=str(found["id"]))
+        scopes = ["read"] if found.read_only else ["read", "write"]
+        return AccessToken(token=token, client_id=found.actor, scopes=scopes, subject=str(found.id))
 
 
 class HttpDoor:
@@ -290,7 +290,7 @@ class HttpDoor:
         with anyio.CancelScope(shield=True):
             return await anyio.to_thread.run_sync(fn, *args, limiter=limiter or self.limiter)
 
-    def token_record(self, token: str) -> dict[str, Any] | None:
+    def token_record(self, token: str) -> tokens.Token | None:
         ctx = Context(repo=self.options.repo, stores=self.stores.get())
         try:
             with ctx.store().read() as conn:

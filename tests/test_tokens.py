@@ -77,7 +77,7 @@ def test_default_expiry_is_90_days_and_read_only_is_kept(sw):
     assert listed[0]["read_only"] is True
     with connect(sw.store) as conn:
         found = tokens.by_value(conn, made["token"])
-        assert found is not None and found["actor"] == "agent/reader" and found["read_only"] is True
+        assert found is not None and found.actor == "agent/reader" and found.read_only is True
         assert tokens.by_value(conn, made["token"] + "x") is None
 
 
@@ -120,7 +120,7 @@ def test_undo_of_a_create_revokes_it_and_cannot_be_taken_back(sw):
     assert late.error["code"] == "E_NOTHING_TO_UNDO"
     assert problems(sw.store) == []
     with connect(sw.store) as conn:
-        assert tokens.by_value(conn, made["token"])["revoked_at"] is not None
+        assert tokens.by_value(conn, made["token"]).revoked_at is not None
 
 
 def test_bad_input_is_refused_before_anything_is_written(sw):

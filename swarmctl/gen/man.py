@@ -15,14 +15,9 @@ from typer._types import TyperChoice
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from swarmctl import registry, version
+from swarmctl.environment import VARIABLES
 from swarmctl.envelope import ERROR_CODES
 from swarmctl.gen.notice import NOTICE
-
-# Variables read outside the option parser (the option parser's own come from the options).
-MORE_ENVIRONMENT = {
-    "SWARMCTL_LOCK_TIMEOUT": "Seconds a write waits for the store's lock before E_BUSY (default 10).",
-    "NO_COLOR": "When set, nothing is coloured (as --color never).",
-}
 
 # What the doors (commands that are not tools) print.
 DOOR_OUTPUT = {
@@ -172,7 +167,7 @@ def _environment(root: Any) -> list[str]:
     for p in _visible_options(root):
         if p.envvar:
             out += [".TP", rf"\fB{_esc(p.envvar)}\fR", _text(f"As {p.opts[0]}.")]
-    for name, meaning in MORE_ENVIRONMENT.items():
+    for name, meaning in VARIABLES:  # read outside the option parser
         out += [".TP", rf"\fB{_esc(name)}\fR", _text(meaning)]
     return out
 

@@ -29,7 +29,7 @@ def current_version(conn: Conn) -> Version | None:
     if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies ORDER BY op DESC LIMIT 1").fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def version_before(conn: Conn, op: int) -> Version | None:
@@ -37,7 +37,7 @@ def version_before(conn: Conn, op: int) -> Version | None:
     if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op < ? ORDER BY op DESC LIMIT 1", (op,)).fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def made_by(conn: Conn, op: int) -> Version | None:
@@ -45,7 +45,7 @@ def made_by(conn: Conn, op: int) -> Version | None:
     if _format(conn) < POLICY_FORMAT:
         return None
     row = conn.execute("SELECT op, text FROM policies WHERE op = ?", (op,)).fetchone()
-    return Version(row[0], row[1]) if row is not None else None
+    return Version(*row) if row is not None else None
 
 
 def current(conn: Conn) -> rules.Policy | None:
@@ -83,4 +83,4 @@ def all_versions(conn: Conn) -> list[Version]:
     """Every version, oldest first (`store copy` takes them across)."""
     if _format(conn) < POLICY_FORMAT:
         return []
-    return [Version(r[0], r[1]) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]
+    return [Version(*r) for r in conn.execute("SELECT op, text FROM policies ORDER BY op")]

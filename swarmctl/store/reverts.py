@@ -7,9 +7,32 @@ the reads below then find no reverts, as is true of such a store.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl.store.sql import Conn
+
+
+class RevertRecord(NamedTuple):
+    """One op a revert took back."""
+
+    op: int  # the revert op
+    target: int  # the op it took back
+    kind: str  # the revert op's kind (a sound store: always "revert")
+
+
+class OpMove(NamedTuple):
+    """One ref move, with the op that made it: `old` None, it created the ref; `new` None, it
+    deleted it."""
+
+    op: int
+    name: str
+    old: str | None
+    new: str | None
+
+
+class OpKind(NamedTuple):
+    kind: str
+    undoes: int | None  # the op it undoes (an undo), else None
 
 # Op numbers per `IN (...)` list: under SQLite's smallest bound on query parameters (999).
 _CHUNK = 900
@@ -62,12 +85,12 @@ def targets_of(conn: Conn, revert_op: int) -> list[int]:
         raise
 
 
-def records(conn: Conn) -> list[tuple[int, int, str]]:
-    """Every (revert op, target, the revert op's kind), for the store's consistency check."""
+def records(conn: Conn) -> list[RevertRecord]:
+    """Every op a revert took back, by revert op and target, for the store's consistency check."""
     try:
-        return conn.execute(
+        return [RevertRecord(*r) for r in conn.execute(
             "SELECT r.op, r.target, o.kind FROM op_reverts r JOIN ops o ON o.op = r.op ORDER BY r.op, r.target"
-        ).fetchall()
+        )]
     except Exception as exc:
         if _no_table(exc):
             return []
@@ -85,21 +108,22 @@ def record(w: Any, targets: Iterable[int]) -> None:
 # --- the ops and ref moves a selection is made of ------------------------------------------------
 
 
-def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[tuple[int, str, str | None, str | None]]:
-    """(op, name, old, new) of every ref move the ops made, in op order (and each op's order)."""
-    found: list[tuple[int, str, str | None, str | None]] = []
+def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[OpMove]:
+    """Every ref move the ops made, in op order (and each op's order)."""
+    found: list[OpMove] = []
     for chunk in _chunks(sorted(ops)):
         marks = ",".join("?" * len(chunk))
-        found += conn.execute(f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", chunk)
+        sql = f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq"
+        found += (OpMove(*r) for r in conn.execute(sql, chunk))
     return found
 
 
-def kinds_of(conn: Conn, ops: Sequence[int]) -> dict[int, tuple[str, int | None]]:
-    """op -> (kind, undoes) for each of `ops`."""
-    found: dict[int, tuple[str, int | None]] = {}
+def kinds_of(conn: Conn, ops: Sequence[int]) -> dict[int, OpKind]:
+    """op -> its kind and what it undoes, for each of `ops`."""
+    found: dict[int, OpKind] = {}
     for chunk in _chunks(ops):
         marks = ",".join("?" * len(chunk))
-        found.update((op, (kind, undoes)) for op, kind, undoes in conn.execute(
+        found.update((op, OpKind(kind, undoes)) for op, kind, undoes in conn.execute(
             f"SELECT op, kind, undoes FROM ops WHERE op IN ({marks})", chunk
         ))
     return found

@@ -9,11 +9,25 @@ first, since a failed statement would end the reading transaction.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
-_COLUMNS = "id, actor, created_by, created_at, expires_at, revoked_at, read_only, revoked_op"
+
+class Token(NamedTuple):
+    """A token's record (never its value: the store keeps only its SHA-256)."""
+
+    id: int  # the op that made it
+    actor: str  # whom it names
+    created_by: str
+    created_at: str
+    expires_at: str
+    revoked_at: str | None  # None: not revoked
+    read_only: bool
+    revoked_op: int | None  # the op that revoked it
+
+
+_COLUMNS = ", ".join(Token._fields)
 
 
 def digest(token: str) -> str:
@@ -29,14 +43,12 @@ def _exists(conn: Conn) -> bool:
     return conn.execute("SELECT to_regclass('tokens') IS NOT NULL").fetchone()[0]
 
 
-def _record(row: Any) -> dict[str, Any]:
-    keys = _COLUMNS.split(", ")
-    found = dict(zip(keys, row))
-    found["read_only"] = bool(found["read_only"])
-    return found
+def _record(row: Any) -> Token:
+    found = Token(*row)
+    return found._replace(read_only=bool(found.read_only))  # SQLite keeps 0 and 1
 
 
-def create(w: Any, token: str, actor: str, expires_at: str, read_only: bool) -> dict[str, Any]:
+def create(w: Any, token: str, actor: str, expires_at: str, read_only: bool) -> Token:
     """Record the token inside the write transaction `w` (a store.Writer, after its append_op:
     the op's number is the token's id)."""
     if w.op is None:
@@ -45,7 +57,7 @@ def create(w: Any, token: str, actor: str, expires_at: str, read_only: bool) -> 
         "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (w.op, digest(token), actor, w.actor, w.at, expires_at, read_only),
     )
-    return get(w.conn, w.op) or {}
+    return Token(w.op, actor, w.actor, w.at, expires_at, None, read_only, None)
 
 
 def revoke(w: Any, token_id: int) -> None:
@@ -55,21 +67,21 @@ def revoke(w: Any, token_id: int) -> None:
     w.conn.execute("UPDATE tokens SET revoked_at = ?, revoked_op = ? WHERE id = ? AND revoked_at IS NULL", (w.at, w.op, token_id))
 
 
-def get(conn: Conn, token_id: int) -> dict[str, Any] | None:
+def get(conn: Conn, token_id: int) -> Token | None:
     if not _exists(conn):
         return None
     row = conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE id = ?", (token_id,)).fetchone()
     return _record(row) if row else None
 
 
-def listed(conn: Conn) -> list[dict[str, Any]]:
+def listed(conn: Conn) -> list[Token]:
     """Every token, oldest first."""
     if not _exists(conn):
         return []
     return [_record(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM tokens ORDER BY id")]
 
 
-def by_value(conn: Conn, token: str) -> dict[str, Any] | None:
+def by_value(conn: Conn, token: str) -> Token | None:
     """The record of the token with this value (found by its SHA-256), whatever its state."""
     if not _exists(conn):
         return None

@@ -333,11 +333,11 @@ def _undo_token(
             hint="Make a new token with `swarmctl token create ACTOR`.",
         )
     token = tokens.get(conn, target)
-    if token is not None and token["revoked_at"] is not None:
+    if token is not None and token.revoked_at is not None:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
-            f"op {target} made token {target}, which op {token['revoked_op']} revoked already; nothing to undo",
-            details={"op": target, "kind": record.kind, "revoked_op": token["revoked_op"]},
+            f"op {target} made token {target}, which op {token.revoked_op} revoked already; nothing to undo",
+            details={"op": target, "kind": record.kind, "revoked_op": token.revoked_op},
         )
     op = None
     if writer is not None:

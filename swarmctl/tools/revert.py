@@ -115,7 +115,7 @@ def _revert(
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
     _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
     effect = _net_effect(conn, selected, moves, given)
-    in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(op for op, *_ in moves)}
+    in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(m.op for m in moves)}
     if not effect.moves:
         replay = _replay(conn, selected, effect.names, in_effect)
         if replay is not None:
@@ -135,15 +135,15 @@ def _revert(
     )
 
 
-def _refuse_forbidden(conn: Conn, actor: str, moves: list[tuple[int, str, str | None, str | None]]) -> None:
+def _refuse_forbidden(conn: Conn, actor: str, moves: list[reverts.OpMove]) -> None:
     """E_FORBIDDEN if the store's policy forbids `actor` to take back one of the selected ops
     that moved a ref (made by another actor) or to move one of the refs they moved."""
     policy = policies.current(conn)
     if policy is None:
         return
-    for record in queries.op_records(conn, sorted({op for op, *_ in moves})):
+    for record in queries.op_records(conn, sorted({m.op for m in moves})):
         rules.refuse(rules.may_undo(policy, actor, record.op, record.actor))
-    for name in dict.fromkeys(name for _, name, *_ in moves):
+    for name in dict.fromkeys(m.name for m in moves):
         rules.refuse(rules.may_move(policy, actor, name))
 
 
@@ -174,7 +174,7 @@ def _scope(conn: Conn, selected: list[int]) -> set[int]:
 
 
 def _net_effect(
-    conn: Conn, selected: list[int], moves: list[tuple[int, str, str | None, str | None]], given: dict[str, Any]
+    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any]
 ) -> _NetEffect:
     """Each ref back to what it named before its oldest selected move, or the conflicts."""
     first: dict[str, tuple[int, str | None]] = {}  # name -> (oldest selected op that moved it, what it named before)
@@ -218,7 +218,7 @@ def _replay(
     """The revert already in effect for this selection, if a revert took its ops back."""
     undoers = sorted({u for u in in_effect.values() if u is not None})
     kinds = reverts.kinds_of(conn, undoers)
-    done = [u for u in undoers if kinds[u][0] == "revert"]
+    done = [u for u in undoers if kinds[u].kind == "revert"]
     if not done:
         return None
     revert = done[-1]

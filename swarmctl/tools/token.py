@@ -120,7 +120,7 @@ def token_list(ctx: Context, req: TokenListReq) -> TokenListResult:
     store = ctx.store()
     with store.read() as conn:
         found = tokens.listed(conn)
-    return TokenListResult(tokens=[TokenEntry(**{k: t[k] for k in TokenEntry.__dataclass_fields__}) for t in found])
+    return TokenListResult(tokens=[TokenEntry(t.id, t.actor, t.created_by, t.created_at, t.expires_at, t.revoked_at, t.read_only) for t in found])
 
 
 def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
@@ -137,15 +137,15 @@ def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
             raise SwarmError(
                 "E_NOT_FOUND", f"no token {req.id}", details={"token": req.id}, hint="`swarmctl token list` lists the tokens."
             )
-        if found["revoked_at"] is not None:
+        if found.revoked_at is not None:
             raise SwarmError(
                 "E_STATE",
-                f"token {req.id} ({found['actor']}) was revoked at {found['revoked_at']} by op {found['revoked_op']}",
-                details={"token": req.id, "revoked_at": found["revoked_at"], "op": found["revoked_op"]},
+                f"token {req.id} ({found.actor}) was revoked at {found.revoked_at} by op {found.revoked_op}",
+                details={"token": req.id, "revoked_at": found.revoked_at, "op": found.revoked_op},
             )
-        op = w.append_op("token_revoke", f"revoke token {req.id} of {found['actor']}")
+        op = w.append_op("token_revoke", f"revoke token {req.id} of {found.actor}")
         tokens.revoke(w, req.id)
-    return TokenRevokeResult(id=req.id, actor=found["actor"], revoked_at=w.at, op=op)
+    return TokenRevokeResult(id=req.id, actor=found.actor, revoked_at=w.at, op=op)
 
 
 _WRITE = Annotations(read_only=False, destructive=False, idempotent=False)
