@@ -166,6 +166,17 @@ def test_both_parsers_read_any_line_of_the_hot_commands_alike(path, before, afte
     same_or_declined([*before, *path, *after], monkeypatch, capsys)
 
 
+def test_the_version_is_read_as_importlib_metadata_reads_it():
+    """`swarmctl --version` reads the metadata directory itself (importing importlib.metadata
+    costs it more than the rest of its start), and finds what importlib.metadata finds.
+    (tests/test_release.py checks a wheel's installation prints pyproject.toml's version.)"""
+    from importlib import metadata
+
+    import swarmctl
+
+    assert swarmctl._metadata_version() == metadata.version("swarmctl") == swarmctl.version()
+
+
 def test_version_alone_is_printed_as_typer_prints_it(monkeypatch, capsys):
     monkeypatch.setenv("SWARMCTL_OUTPUT", "yaml")  # the root's eager --version does not look at it
     assert fast.version_asked(["--version"], os.environ)

@@ -10,14 +10,16 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import limits
-from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, policies
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
+
+if TYPE_CHECKING:
+    from swarmctl import policy as rules
 
 
 class Store:
@@ -272,6 +274,8 @@ class Writer:
         else first (a compare-and-swap conflict: forbidden wins)."""
         policy = self.policy
         if policy is not None:
+            from swarmctl import policy as rules  # here: a store without a policy never needs its rules
+
             for ref in refs:
                 rules.refuse(rules.may_move(policy, self.actor, ref))
 
