@@ -11,6 +11,10 @@ same within 20% on both stores, and `op log -n 20` takes at most 1.5 times `impo
 Issue 11, item 3: every combination of `op log --ref` with `--actor`/`--kind`/`--since` costs
 at most 1.2 times as much on the large store as on the small one, also when few or no ops
 match; as a whole process (the target), and in process (the query's own cost, also shown).
+Issue 11, item 6: the hot commands (`--version`, `op log`, `op show`, `ref list`, `ref show`,
+`ref set`, `op undo`) each cost at most 0.8 times `import typer` in CPU time (user + system of
+the process, which load from other work distorts far less than wall time); printed with the
+load average.
 
 How the stores are built. Op 1 is a real `init` (Store.create, the store's own schema). The
 rest of the history is written by a bulk loader straight into the store's tables, in batches
@@ -37,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -230,18 +235,23 @@ def pristine(total_ops: int, rebuild: bool) -> Path:
 # --- timing ------------------------------------------------------------------------------------
 
 
-def run(argv: list[str], cwd: Path) -> float:
+def run(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """The process's wall time and its CPU time (user + system, which load from other work
+    distorts far less than wall time), in seconds."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stdout[:500]!r} {proc.stderr[-500:]!r}")
     if argv[0] == SWARMCTL and "--version" not in argv:
         envelope = json.loads(proc.stdout)
         if not envelope["ok"] or envelope["result"].get("already_applied"):
             sys.exit(f"{' '.join(argv)}: {proc.stdout[:500]!r}")
-    return elapsed
+    return elapsed, cpu
 
 
 # `op log --ref` with `--actor`/`--kind`/`--since` (issue 11, item 3): many, few and no matches.
@@ -303,6 +313,9 @@ def commands(stores: dict[int, Path], undo_targets: dict[int, list[int]]) -> dic
         cmds[f"op log -n 20 @{size}"] = [SWARMCTL, *repo, "op", "log", "-n", "20"]
         cmds[f"op log --ref main -n 20 @{size}"] = [SWARMCTL, *repo, "op", "log", "--ref", "main", "-n", "20"]
         cmds[f"op show {middle} @{size}"] = [SWARMCTL, *repo, "op", "show", str(middle)]
+        cmds[f"ref list @{size}"] = [SWARMCTL, *repo, "ref", "list", "--prefix", "bench/1"]
+        cmds[f"ref show main @{size}"] = [SWARMCTL, *repo, "ref", "show", "main"]
+        cmds[f"ref set @{size}"] = [SWARMCTL, *repo, "--as", "agent/worker-1", "ref", "set", "bench-set", "main"]
         for name, args in filter_args(path, size).items():
             cmds[f"op log {name} @{size}"] = [SWARMCTL, *repo, "op", "log", "-n", "20", *args]
         targets = undo_targets[size]
@@ -313,18 +326,21 @@ def commands(stores: dict[int, Path], undo_targets: dict[int, list[int]]) -> dic
     return cmds
 
 
-def measure(cmds: dict[str, object], rounds: int, cwd: Path) -> dict[str, list[float]]:
+def measure(cmds: dict[str, object], rounds: int, cwd: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each command's wall times and CPU times over the rounds."""
     times: dict[str, list[float]] = {name: [] for name in cmds}
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
     order = list(cmds)
     rng = random.Random(0)
     for i in range(rounds + 1):
         rng.shuffle(order)
         for name in order:
             argv = cmds[name]() if callable(cmds[name]) else cmds[name]
-            elapsed = run(argv, cwd)
+            elapsed, used = run(argv, cwd)
             if i > 0:  # round 0 warms the page cache and the interpreter's .pyc files
                 times[name].append(elapsed)
-    return times
+                cpu[name].append(used)
+    return times, cpu
 
 
 def report(times: dict[str, list[float]], sizes: list[int]) -> dict:
@@ -358,6 +374,30 @@ def report(times: dict[str, list[float]], sizes: list[int]) -> dict:
     return {"median_ms": {k: round(v, 1) for k, v in med.items()}, "targets": verdicts}
 
 
+# Issue 11, item 6: the hot commands toward the interpreter's floor, in CPU time.
+STARTUP = ["swarmctl --version", "op log -n 20", "op show", "ref list", "ref show main", "ref set", "op undo"]
+
+
+def startup(cpu: dict[str, list[float]], size: int, load_before: tuple[float, ...]) -> dict:
+    """The hot commands' CPU time (user + system of the process, median) beside the floors', and
+    each as a ratio of `import typer`'s (target <= 0.8; `python -c pass` is the floor under it)."""
+    med = {name: statistics.median(values) * 1000 for name, values in cpu.items()}
+    typer_ms = med['python -c "import typer"']
+    rows = {"python -c pass": med["python -c pass"], 'python -c "import typer"': typer_ms}
+    for hot in STARTUP:
+        name = next(n for n in med if n == hot or n.startswith(hot + " ") and n.endswith(f"@{size}"))
+        rows[name] = med[name]
+    load = (load_before, os.getloadavg())
+    print(f"\nstart-up, CPU time (user+sys) of each process, median; load average {load[0][0]:.1f} before, {load[1][0]:.1f} after")
+    verdicts = {}
+    for name, ms in rows.items():
+        ratio = ms / typer_ms
+        target = "" if name.startswith("python") else f"  {'met' if ratio <= 0.8 else 'MISSED'} (target <= 0.8)"
+        print(f"{name:<40}{ms:>8.1f} ms{ratio:>7.2f} x import typer{target}")
+        verdicts[name] = {"cpu_ms": round(ms, 1), "ratio": round(ratio, 3)}
+    return {"load_average": [round(load[0][0], 1), round(load[1][0], 1)], "commands": verdicts}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,1000000", help="store sizes in ops, comma-separated")
@@ -388,9 +428,11 @@ def main() -> None:
     versions = subprocess.run([SWARMCTL, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{versions}; Python {sys.version.split()[0]}; SQLite {sqlite3.sqlite_version}; "
           f"{os.cpu_count()} CPUs; {args.rounds} rounds, median")
-    times = measure(commands(stores, undo_targets), args.rounds, work)
+    load = os.getloadavg()
+    times, cpu = measure(commands(stores, undo_targets), args.rounds, work)
     times.update(in_process(stores, args.rounds))
     summary = report(times, sizes)
+    summary["startup"] = startup(cpu, sizes[0], load_before=load)
     summary.update(rounds=args.rounds, sizes=sizes, python=sys.version.split()[0], when=names.now())
     (RESULTS / "core.json").write_text(json.dumps(summary, indent=2) + "\n")
     shutil.rmtree(work)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from array import array
-from itertools import accumulate
 from typing import Any, BinaryIO, Iterator
 
 from swarmctl.envelope import SwarmError
@@ -168,6 +166,9 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     if brackets.count("[") + brackets.count("{") <= limit:
         return False
+    from array import array  # here: only a deeply nested text gets this far
+    from itertools import accumulate
+
     steps = array("b", brackets.encode("ascii").translate(_STEPS))
     return max(accumulate(steps)) > limit
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import time
 from typing import Any
 
@@ -86,6 +85,8 @@ def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None)
         before = call["argv"]
         call["argv"] = ["swarmctl", *words, *before[1:]]
         if isinstance(body.get("hint"), str):
+            import shlex  # here: only an envelope naming a next call needs it
+
             body["hint"] = body["hint"].replace(f"`{shlex.join(before)}`", f"`{shlex.join(call['argv'])}`")
     return envelope
 

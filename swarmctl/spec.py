@@ -269,6 +269,13 @@ def unoptional(annotation: Any) -> Any:
     return annotation
 
 
+def is_op_spec(annotation: Any) -> bool:
+    """An op as the CLI takes it: a whole number or `@` (tools/common.py's OpSpec)."""
+    import typing
+
+    return any(typing.get_origin(a) is Literal and typing.get_args(a) == ("@",) for a in typing.get_args(annotation))
+
+
 def long_flag(f: dataclasses.Field) -> str:
     flags = [flag for flag in cli_of(f).flags if flag.startswith("--")]
     return flags[0] if flags else "--" + f.name.replace("_", "-")

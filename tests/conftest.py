@@ -28,8 +28,23 @@ def pin_the_environment() -> None:
             del os.environ["PYTHONPATH"]
 
 
+def compile_the_package() -> None:
+    """swarmctl's bytecode, compiled once before any test runs, as an installed package has it.
+
+    The suite starts swarmctl as a process thousands of times. Where PYTHONDONTWRITEBYTECODE is
+    set (it is here), a module whose .pyc is missing or older than its source (after any edit
+    or merge) is compiled again in every one of those processes, and never written."""
+    import compileall
+
+    import swarmctl
+
+    compileall.compile_dir(os.path.dirname(swarmctl.__file__), quiet=1)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     pin_the_environment()
+    if not hasattr(config, "workerinput"):  # once, in the process that starts xdist's workers
+        compile_the_package()
     config.addinivalue_line("markers", "backends(*names): run the test on each kind of store named")
 
 

@@ -117,9 +117,13 @@ def test_a_table_error_keeps_stdout_empty_in_a_pipeline(sw, store):
 
 def test_a_closed_pipe_ends_quietly(sw, store):
     script = f"{' '.join(swarmctl_argv())} --repo {store} op log -n 10000 --reverse | head -c 1"
-    # Make the envelope bigger than a pipe buffer so the writer really meets a closed pipe.
-    for i in range(300):
-        sw.ok("--repo", store, "--as", "agent/bulk", "changeset", "create", "-m", f"bulk {i}" * 20)
+    # Make the envelope bigger than a pipe buffer so the writer really meets a closed pipe:
+    # 300 ops, written through the batch door (one process, one open store), not 300 commands.
+    calls = "".join(
+        json.dumps({"tool": "changeset_create", "arguments": {"message": f"bulk {i}" * 20}}) + "\n" for i in range(300)
+    )
+    bulk = sw.process("--repo", str(store), "--as", "agent/bulk", "call", "--lines", input=calls)
+    assert bulk.exit == 0 and len(bulk.stdout.splitlines()) == 300, bulk.stderr[-2000:]
     proc = subprocess.run(["bash", "-c", "set -o pipefail; " + script], capture_output=True, text=True, env=sw.env)
     assert proc.stdout == "{"
     assert proc.stderr == ""

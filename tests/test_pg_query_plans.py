@@ -8,6 +8,7 @@ import json
 
 import pytest
 from core_helpers import ALICE
+from swarm import Swarm
 
 from swarmctl.store.postgres.url import parse
 from swarmctl.store.sql import PgConn
@@ -47,19 +48,23 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture
-def big_store(sw):
-    sw.ok("--as", ALICE, "init", str(sw.store))
-    url = parse(str(sw.store))
+@pytest.fixture(scope="module")
+def big_store(pg_cluster, tmp_path_factory):
+    """Made once for the module (filling and analysing 60,000 ops is most of its time): each
+    test only reads it, with `op log`."""
+    store = pg_cluster.new_store_url()
+    with pytest.MonkeyPatch.context() as mp:
+        Swarm(tmp_path_factory.mktemp("big"), mp, store).ok("--as", ALICE, "init", store)
+    url = parse(store)
     import psycopg
 
     with psycopg.connect(url.libpq, autocommit=True) as raw:
         raw.execute(f'SET search_path TO "{url.schema}"')
         raw.execute(FILL)
-    return url
+    return store, url
 
 
-def _recorded(sw, monkeypatch, args: list[str]) -> list[tuple[str, object]]:
+def _recorded(sw, monkeypatch, store: str, args: list[str]) -> list[tuple[str, object]]:
     """Every query `op log ARGS` sends (in this process), with its parameters."""
     seen: list[tuple[str, object]] = []
     real = PgConn.execute
@@ -69,7 +74,7 @@ def _recorded(sw, monkeypatch, args: list[str]) -> list[tuple[str, object]]:
         return real(self, sql, params)
 
     monkeypatch.setattr(PgConn, "execute", recording)
-    ran = sw("--repo", str(sw.store), "op", "log", "-n", "20", *args)
+    ran = sw("--repo", store, "op", "log", "-n", "20", *args)
     monkeypatch.undo()
     assert ran.exit == 0, ran.stdout
     return seen
@@ -83,12 +88,13 @@ def _nodes(plan: dict):
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a) or "plain")
 def test_every_query_of_a_log_page_stays_on_an_index(sw, big_store, monkeypatch, args):
-    queries = _recorded(sw, monkeypatch, args)
+    store, url = big_store
+    queries = _recorded(sw, monkeypatch, store, args)
     assert queries, "op log ran no query"
     import psycopg
 
-    with psycopg.connect(big_store.libpq, autocommit=True) as raw:
-        raw.execute(f'SET search_path TO "{big_store.schema}"')
+    with psycopg.connect(url.libpq, autocommit=True) as raw:
+        raw.execute(f'SET search_path TO "{url.schema}"')
         look = PgConn(raw)
         for sql, params in queries:
             if not sql.lstrip().upper().startswith("SELECT"):

@@ -1,7 +1,9 @@
 """The release: an sdist and a wheel, built as `python -m build` builds them (the wheel from the
 sdist), installed as people install command-line tools, and checked there.
 
-The build runs once per test session, from a copy of the checkout in a temporary directory. The
+The build runs once per test run, from a copy of the checkout in a temporary directory (and
+once, not once per xdist worker: the first worker to need it builds it under a lock, the others
+wait for it on that lock and take it as built; so with the installations). The
 wheel is installed non-editably into a fresh virtual environment (dependencies from the package
 index, as a user gets them) and, at the same time, with pipx, its homes under a temporary
 directory laid out like ~/.local. Each installation must run the demo, find its man pages and
@@ -11,6 +13,7 @@ the version pyproject.toml declares.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -18,8 +21,10 @@ import sys
 import tarfile
 import tomllib
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -36,6 +41,25 @@ _NOT_SOURCE = shutil.ignore_patterns(
 )
 
 
+@contextmanager
+def once_per_run(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, bool]]:
+    """A directory made once for the whole run, all xdist workers included: (its path, whether
+    it is made already). Held under a lock until the block ends, so a worker that comes second
+    waits for the first to finish making it (on the lock, not on a clock), then finds it made.
+    The block marks it made only if it ends without an error."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, above each worker's
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        where, done = shared / name, shared / f"{name}.done"
+        if where.exists() and not done.exists():
+            shutil.rmtree(where)  # an attempt that failed: start again
+        made = done.exists()
+        where.mkdir(exist_ok=True)
+        yield where, made
+        done.touch()
+
+
 @dataclass
 class Dist:
     sdist: Path
@@ -45,14 +69,15 @@ class Dist:
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """`python -m build` on a copy of this checkout: the sdist, then a wheel built from it."""
-    base = tmp_path_factory.mktemp("release")
-    source, out = base / "source", base / "dist"
-    shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)
-    ran = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(source)], capture_output=True, text=True, timeout=600
-    )
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
+    with once_per_run("release", tmp_path_factory) as (base, made):
+        source, out = base / "source", base / "dist"
+        if not made:
+            shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)
+            ran = subprocess.run(
+                [sys.executable, "-m", "build", "--outdir", str(out), str(source)], capture_output=True, text=True, timeout=600
+            )
+            assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        (sdist,), (wheel,) = out.glob("*.tar.gz"), out.glob("*.whl")
     return Dist(sdist, wheel)
 
 
@@ -86,8 +111,18 @@ def _pipx() -> list[str] | None:
 @pytest.fixture(scope="session")
 def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Installed]:
     """The wheel installed into a fresh venv with pip, and (where pipx is there) with pipx; both at once."""
-    base = tmp_path_factory.mktemp("installs")
-    found: dict[str, Installed] = {}
+    with once_per_run("installs", tmp_path_factory) as (base, made):
+        if not made:
+            _install(dist, base)
+    found = {"venv": Installed(base / "venv" / "bin", base / "venv", base / "venv" / "share" / "man" / "man1")}
+    local, pipx_venv = base / "pipx" / "local", base / "pipx" / "home" / "venvs" / "swarmctl"
+    if pipx_venv.exists():
+        found["pipx"] = Installed(local / "bin", pipx_venv, local / "share" / "man" / "man1")
+    return found
+
+
+def _install(dist: Dist, base: Path) -> None:
+    """Into `base`: venv/ (pip) and, where pipx is there, pipx/ (laid out like ~/.local)."""
     pipx, pipx_run = _pipx(), None
     if pipx is not None:
         local = base / "pipx" / "local"  # laid out like ~/.local, where pipx puts things by default
@@ -108,12 +143,9 @@ def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         env=_clean_env(), capture_output=True, text=True, timeout=600,
     )
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
-    found["venv"] = Installed(venv / "bin", venv, venv / "share" / "man" / "man1")
     if pipx_run is not None:
         output, _ = pipx_run.communicate(timeout=600)
         assert pipx_run.returncode == 0, output[-3000:]
-        found["pipx"] = Installed(local / "bin", Path(homes["PIPX_HOME"]) / "venvs" / "swarmctl", local / "share" / "man" / "man1")
-    return found
 
 
 @pytest.fixture(params=["venv", "pipx"])

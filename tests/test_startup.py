@@ -1,7 +1,8 @@
 """Startup: a read such as `swarmctl op log` imports only what it needs.
 
 pydantic, Rich, the MCP SDK, TOML, BLAKE3 and the other tool areas are imported where they are
-needed, so that the commonest commands start fast (bench/core.py measures how fast)."""
+needed, so that the commonest commands start fast (bench/core.py measures how fast). Typer too:
+the hot commands are parsed without it (swarmctl/cli/fast.py), and so is hashlib (OpenSSL)."""
 
 import json
 import subprocess
@@ -14,7 +15,7 @@ from swarm import swarmctl_argv
 
 # Modules (and packages, with everything under them) a read of the op log must not import.
 SLOW_OR_ELSEWHERE = [
-    "pydantic", "pydantic_core", "annotated_types", "rich", "mcp", "tomllib", "tomli", "tomli_w",
+    "typer", "click", "hashlib", "_hashlib", "traceback", "pydantic", "pydantic_core", "annotated_types", "rich", "mcp", "tomllib", "tomli", "tomli_w",
     "blake3", "uvicorn", "starlette", "swarmctl.schemas", "swarmctl.mcp", "swarmctl.mcp_http", "swarmctl.gen", "swarmctl.cli.tables",
     "swarmctl.cli.complete", "swarmctl.store.changesets", "swarmctl.store.check",
 ]
@@ -30,9 +31,10 @@ print(json.dumps({"status": status, "stdout": out.getvalue(), "modules": sorted(
 """
 
 
-def imported_by(*args: str, cwd) -> tuple[set[str], dict]:
+def imported_by(*args: str, cwd, status: int = 0) -> tuple[set[str], dict]:
     probe = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=cwd, timeout=60)
     assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout)["status"] == status, probe.stdout
     found = json.loads(probe.stdout)
     # And the real command, as installed: everything its imports statement by statement pulled in.
     real = subprocess.run(
@@ -73,9 +75,25 @@ def test_op_commands_import_only_their_area(store, args):
     assert areas(modules) == {"swarmctl.tools.op", "swarmctl.tools.common"}
 
 
-def test_ref_list_imports_only_its_area(store):
-    modules, envelope = imported_by("--repo", str(store), "ref", "list", cwd=store.parent)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ref", "list"),
+        ("ref", "show", "main"),
+    ],
+)
+def test_ref_commands_import_only_their_area(store, args):
+    modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
     assert envelope["ok"] and slow(modules) == []
+    assert areas(modules) == {"swarmctl.tools.ref", "swarmctl.tools.common"}
+
+
+def test_a_write_imports_no_typer(store):
+    """`ref set` writes an op, whose link in the hash chain is BLAKE3 (so blake3 is imported)."""
+    args = ("--as", "agent/worker-17", "ref", "set", "scratch", "main")  # run twice: the second sets it again
+    modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
+    assert envelope["ok"] and "blake3" in slow(modules)
+    assert [m for m in slow(modules) if m.startswith(("typer", "pydantic", "rich"))] == []
     assert areas(modules) == {"swarmctl.tools.ref", "swarmctl.tools.common"}
 
 
@@ -85,6 +103,9 @@ def test_the_probe_sees_what_a_command_imports(store):
     assert "pydantic" in slow(modules) and "swarmctl.schemas" in slow(modules)
     modules, _ = imported_by("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "m", cwd=store.parent)
     assert "blake3" in slow(modules)
+    # A line the fast parse leaves to Typer (an option given twice: Typer's usage error) imports it.
+    modules, envelope = imported_by("--repo", str(store), "op", "log", "-n", "2", "-n", "3", cwd=store.parent, status=2)
+    assert envelope["error"]["code"] == "E_INVALID_ARG" and "typer" in slow(modules)
 
 
 def test_the_stdio_server_imports_no_http_door(store):

@@ -1,25 +1,35 @@
 """The Typer app, built from the registry: one command per tool, its options read from the
 fields of the tool's request type (cli/params.py), the global options from their one
 declaration (cli/options.py), each area's group help from its module's docstring. A command
-parses, builds the tool's request (cli/convert.py) and runs it (cli/invoke.py)."""
+parses, builds the tool's request (cli/convert.py) and runs it (cli/invoke.py). `run` parses a
+command line with it: every command line but those cli/fast.py parses itself."""
 
 from __future__ import annotations
 
 import inspect
+import os
 import shlex
+import sys
 import typing
+from functools import lru_cache
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.exceptions import Abort
 
 from swarmctl import registry, version
 from swarmctl.cli import doors
 from swarmctl.cli.convert import request_from_cli
+from swarmctl.cli.inert import inert
 from swarmctl.cli.invoke import invoke
-from swarmctl.cli.options import Globals, late_parameters, root_parameters, take_late
-from swarmctl.cli.params import param
-from swarmctl.cli.prescan import options_given_twice
-from swarmctl.envelope import SwarmError
+from swarmctl.cli.options import Globals, take_late
+from swarmctl.cli.params import late_parameters, param, root_parameters
+from swarmctl.cli.output import emit
+from swarmctl.cli.prescan import completing, options_given_twice, quiet_given, tools_for
+from swarmctl.context import Context
+from swarmctl.envelope import Meta, SwarmError, failure
+from swarmctl.envelope import exit_code as exit_status_of
 from swarmctl.spec import EXAMPLE_ACTOR, WORKFLOW, Tool
 
 HELP = """The safe undo button for a swarmops store.
@@ -115,7 +125,7 @@ def _command(tool: Tool) -> typing.Callable[..., None]:
                 )
             return request_from_cli(tool, values)
 
-        invoke(tool, cli_ctx.obj, request, usage=cli_ctx.get_usage())
+        raise typer.Exit(invoke(tool, cli_ctx.obj, request, usage=cli_ctx.get_usage()))
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__name__ = tool.name
@@ -148,3 +158,55 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
         )(_command(tool))
     doors.add_to(app, {door: epilog(examples) for door, examples in doors.EXAMPLES.items()})
     return app
+
+
+@lru_cache(maxsize=64)
+def click_command(tools: tuple[Tool, ...] | None) -> Any:
+    """The Click command of the app built with `tools` (None: all). A process builds one; the
+    tests, which run many command lines in one process, build each once."""
+    return typer.main.get_command(build(None if tools is None else list(tools)))
+
+
+def run(args: list[str]) -> int:
+    """Parse `args` with Typer and run the command they name; return the exit status."""
+    tools = None if completing(os.environ) else tools_for(args)
+    command = click_command(None if tools is None else tuple(tools))
+    try:
+        status = command.main(args, prog_name="swarmctl", standalone_mode=False, obj={"argv": list(args)})
+    except NoArgsIsHelpError as exc:
+        if exc.ctx is not None and exc.ctx.parent is None:
+            # Bare `swarmctl`: the help on stdout, exit 0, as `--help` (and gh and kubectl) do.
+            print(exc.ctx.get_help())
+            return 0
+        return _usage_error(exc, quiet=quiet_given(args))
+    except UsageError as exc:
+        return _usage_error(exc, quiet=quiet_given(args))
+    except Abort:
+        print("Aborted.", file=sys.stderr)
+        return 130
+    return status if isinstance(status, int) else 0
+
+
+def _usage_error(exc: UsageError, quiet: bool = False) -> int:
+    """Bad usage is an envelope too: E_INVALID_ARG, the usage text in details and on stderr."""
+    click_ctx = exc.ctx
+    tool = registry.by_command(tuple(click_ctx.command_path.split()[1:])) if click_ctx is not None else None
+    usage = click_ctx.get_usage() if click_ctx is not None else None
+    where = click_ctx.command_path if click_ctx is not None else "swarmctl"
+    # With no command Click "fails" with the whole help as its message: say what is missing.
+    message = f"missing command: `{where}` needs one" if isinstance(exc, NoArgsIsHelpError) else exc.format_message()
+    error = SwarmError("E_INVALID_ARG", message, details={"usage": usage}, hint=f"Run `{where} --help` for usage.")
+    if not quiet:
+        if isinstance(exc, NoArgsIsHelpError):
+            exc.show(file=sys.stderr)  # the help text, ours
+        else:
+            # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
+            if click_ctx is not None:
+                print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
+            print(f"Error: {inert(message)}", file=sys.stderr)
+    globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
+    auth = Context(actor=globals_.actor if globals_ else None).auth
+    globals_ = globals_ or Globals()
+    globals_.quiet = globals_.quiet or quiet
+    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_, tool)
+    return exit_status_of("E_INVALID_ARG")

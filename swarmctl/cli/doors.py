@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-from swarmctl.cli.options import door_parameters
+from swarmctl.cli.params import door_parameters
+from swarmctl.cli.prescan import DOORS
 
 MCP_HELP = """Serve every tool over MCP (the Model Context Protocol) on stdin/stdout, or over HTTP.
 
@@ -338,5 +339,3 @@ def add_to(app: typer.Typer, epilogs: dict[str, str | None]) -> None:
         epilog=epilogs["completion"],
     )(completion)
 
-
-DOORS = ("mcp", "call", "completion")

@@ -1,6 +1,6 @@
 """Running one command: its request built, its tool run, its envelope printed, its exit code.
 
-Every command the registry makes (cli/app.py) ends here. An argument the CLI itself cannot turn
+Every command the registry makes ends here, parsed by Typer (cli/app.py) or not (cli/fast.py). An argument the CLI itself cannot turn
 into the request (an option given twice, a K=V without =, a file it cannot read, a value
 outside its field's constraints) is bad usage: its error carries the usage text, which also
 goes to stderr. Ctrl-C or SIGTERM while the tool runs still ends in an envelope.
@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
-from typing import Any, Callable, NoReturn
-
-import typer
+from typing import Any, Callable
 
 from swarmctl import runner
 from swarmctl.cli.inert import inert
@@ -24,8 +21,8 @@ from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_e
 from swarmctl.spec import Tool
 
 
-def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> NoReturn:
-    """Build the request, run the tool, print the envelope, exit with its status."""
+def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> int:
+    """Build the request, run the tool, print the envelope; return its exit status."""
     ctx = Context(repo=globals_.repo, actor=globals_.actor)
     try:
         request = make_request()
@@ -36,12 +33,14 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
                 print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except Exception as exc:
+        import traceback  # here: only a bug gets this far, and it costs every command to import
+
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
         envelope = _run(tool, request, ctx, globals_)
     emit(envelope, globals_, tool)
-    raise typer.Exit(exit_status(envelope))
+    return exit_status(envelope)
 
 
 def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The global options, declared once, as data: GLOBAL_OPTIONS.
 
-Everything else reads this table: the root command's options (`swarmctl --repo PATH ...`),
+Everything else reads this table (cli/params.py makes Typer parameters of it; this module
+imports no Typer, for the commands that never meet it, cli/fast.py): the root command's options (`swarmctl --repo PATH ...`),
 the same options accepted after a command (`swarmctl op log -R PATH`, hidden there, as gh and
 kubectl accept theirs), the options `swarmctl mcp` takes itself (`swarmctl mcp --repo PATH
 --as ACTOR`, as MCP client configurations write it), the pre-scan of argv that finds the
@@ -9,10 +10,7 @@ command word before Typer parses (cli/prescan.py), and `Globals`, where a comman
 
 from __future__ import annotations
 
-import inspect
-from typing import Annotated, Any, Literal, NamedTuple, Optional
-
-import typer
+from typing import Any, Literal, NamedTuple
 
 
 class GlobalOption(NamedTuple):
@@ -95,31 +93,7 @@ class Globals:
         self.args = args or []  # the command line as given, for checks Click does not make
 
 
-def root_parameters() -> list[inspect.Parameter]:
-    """The options of `swarmctl` itself (before the command), as shown by `swarmctl --help`."""
-    params = []
-    for o in GLOBAL_OPTIONS:
-        info = typer.Option(
-            *o.flags,
-            **({"envvar": o.envvar, "show_envvar": False} if o.envvar else {}),
-            **({"metavar": o.metavar} if o.metavar else {}),
-            help=o.help,
-        )
-        kind = o.kind if o.default is not None else Optional[o.kind]
-        params.append(_keyword(o.name, Annotated[kind, info], o.default))
-    return params
-
-
 LATE = "late_"  # the parameter names of the options given after a command: `late_repo`, ...
-
-
-def late_parameters() -> list[inspect.Parameter]:
-    """The same options after a command, hidden there (`swarmctl --help` documents them once);
-    None when not given."""
-    return [
-        _keyword(LATE + o.name, Annotated[Optional[o.kind], typer.Option(*o.flags, metavar=o.metavar, hidden=True)], None)
-        for o in GLOBAL_OPTIONS
-    ]
 
 
 def take_late(globals_: Globals, values: dict[str, Any]) -> None:
@@ -128,20 +102,3 @@ def take_late(globals_: Globals, values: dict[str, Any]) -> None:
     for o in GLOBAL_OPTIONS:
         if (given := values.pop(LATE + o.name)) is not None:
             setattr(globals_, o.name, given)
-
-
-def door_parameters() -> list[inspect.Parameter]:
-    """The global options `swarmctl mcp` takes itself, shown in its help."""
-    return [
-        _keyword(
-            o.name,
-            Annotated[Optional[o.kind], typer.Option(*o.flags, metavar=o.metavar, help=o.door_help, show_default=False)],
-            None,
-        )
-        for o in GLOBAL_OPTIONS
-        if o.door_help
-    ]
-
-
-def _keyword(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)

@@ -6,6 +6,9 @@ parses the words into values of that type; whether a value is within its field's
 (a Range, a Literal's words, a length) is not Typer's to say but `swarmctl.constraints`', the
 check the JSON doors make too (cli/convert.py calls it). So the types below keep what the help
 shows (`[1<=x<=1000]`, `<json|table>`) and the shell completes, and check nothing more.
+
+The global options become Typer parameters here too, from their one declaration (cli/options.py):
+the root's, the same ones hidden after each command, and those `swarmctl mcp` takes itself.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
 from typer._click.types import IntParamType, IntRange
 from typer._types import TyperChoice
 
-from swarmctl.spec import MAX_INT, Range, cli_of, long_flag, unoptional
+from swarmctl.cli.options import GLOBAL_OPTIONS, LATE
+from swarmctl.spec import MAX_INT, Range, cli_of, is_op_spec, long_flag, unoptional
 
 
 class Words(TyperChoice):
@@ -53,10 +57,6 @@ def parse_int(text: str) -> int:
         raise typer.BadParameter(f"{text!r} is not a whole number") from None
 
 
-def _is_op_spec(annotation: Any) -> bool:
-    return any(get_origin(a) is Literal and get_args(a) == ("@",) for a in get_args(annotation))
-
-
 def _completer(source: str) -> typing.Callable[..., Any]:
     """A completion callback that imports the completion code only when the shell asks."""
 
@@ -74,7 +74,7 @@ def _parsed_as(f: dataclasses.Field, base: Any, options: dict[str, Any]) -> Any:
     if get_origin(base) is Annotated:
         base, *extras = get_args(base)
         bounds = next((e for e in extras if isinstance(e, Range)), None)
-    if _is_op_spec(base):
+    if is_op_spec(base):
         options["parser"] = parse_op_spec
         return str
     if cli_of(f).parse in ("kv", "file") or get_origin(base) is list:
@@ -125,3 +125,47 @@ def param(f: dataclasses.Field, annotation: Any) -> inspect.Parameter:
     if default is None:
         py_type = py_type | None
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[py_type, info])
+
+
+# --- the global options (declared as data in cli/options.py) as Typer parameters ---------------
+
+
+def root_parameters() -> list[inspect.Parameter]:
+    """The options of `swarmctl` itself (before the command), as shown by `swarmctl --help`."""
+    params = []
+    for o in GLOBAL_OPTIONS:
+        info = typer.Option(
+            *o.flags,
+            **({"envvar": o.envvar, "show_envvar": False} if o.envvar else {}),
+            **({"metavar": o.metavar} if o.metavar else {}),
+            help=o.help,
+        )
+        kind = o.kind if o.default is not None else Optional[o.kind]
+        params.append(_keyword(o.name, Annotated[kind, info], o.default))
+    return params
+
+
+def late_parameters() -> list[inspect.Parameter]:
+    """The same options after a command, hidden there (`swarmctl --help` documents them once);
+    None when not given."""
+    return [
+        _keyword(LATE + o.name, Annotated[Optional[o.kind], typer.Option(*o.flags, metavar=o.metavar, hidden=True)], None)
+        for o in GLOBAL_OPTIONS
+    ]
+
+
+def door_parameters() -> list[inspect.Parameter]:
+    """The global options `swarmctl mcp` takes itself, shown in its help."""
+    return [
+        _keyword(
+            o.name,
+            Annotated[Optional[o.kind], typer.Option(*o.flags, metavar=o.metavar, help=o.door_help, show_default=False)],
+            None,
+        )
+        for o in GLOBAL_OPTIONS
+        if o.door_help
+    ]
+
+
+def _keyword(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)

@@ -9,14 +9,22 @@ let the last win. Both read the global options from their one declaration (cli/o
 from __future__ import annotations
 
 import typing
-from typing import get_origin
+from typing import Mapping, get_origin
 
 from swarmctl import registry
-from swarmctl.cli.doors import DOORS
 from swarmctl.cli.options import GLOBAL_OPTIONS, VALUE_FLAGS
 from swarmctl.cli.output import is_utf8
 from swarmctl.spec import Tool, cli_of, long_flag, unoptional
 from swarmctl.twice import twice
+
+# The commands that are not tools (cli/doors.py): `mcp`, `call` and `completion`.
+DOORS = ("mcp", "call", "completion")
+
+
+def completing(environ: Mapping[str, str]) -> bool:
+    """Whether the shell asks Typer to complete this command line (`_SWARMCTL_COMPLETE=...`)."""
+    return any(key.endswith("_COMPLETE") and key.startswith("_SWARMCTL") for key in environ)
+
 
 def tools_for(args: list[str]) -> list[Tool] | None:
     """The tools a command line needs built: the one it names, else its area's, else all (None)."""

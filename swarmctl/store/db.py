@@ -11,15 +11,17 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import limits
-from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
 from swarmctl.store import conflicts, faults, policies
 from swarmctl.store.rows import ChangesetRow, MoveRow, OpHead
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
+
+if TYPE_CHECKING:
+    from swarmctl import policy as rules
 
 
 class Store:
@@ -304,6 +306,8 @@ class Writer:
         else first (a compare-and-swap conflict: forbidden wins)."""
         policy = self.policy
         if policy is not None:
+            from swarmctl import policy as rules  # here: a store without a policy never needs its rules
+
             for ref in refs:
                 rules.refuse(rules.may_move(policy, self.actor, ref))
 

@@ -6,9 +6,10 @@ The rules themselves are swarmctl/policy.py's; this module reads and writes thei
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from swarmctl import policy as rules
+if TYPE_CHECKING:
+    from swarmctl import policy as rules
 from swarmctl.store.schema import POLICY_FORMAT
 from swarmctl.store.sql import Conn, stored_format
 
@@ -60,6 +61,8 @@ def _parsed(text: str, op: int) -> rules.Policy:
     if key not in _CACHE:
         if len(_CACHE) > 64:
             _CACHE.clear()
+        from swarmctl import policy as rules  # here: a store without a policy never needs its rules
+
         _CACHE[key] = rules.parse(text, op)
     return _CACHE[key]
 
@@ -73,6 +76,8 @@ def record(w: Any, op: int, text: str | None) -> None:
     migrate.raise_for_policy(w.conn)
     w.stored_format = None  # raised just now, perhaps: read it again where it is asked
     w.conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
+    from swarmctl import policy as rules
+
     w.store.policy_changed(w.conn, rules.parse(text, op) if text is not None else None)
 
 

@@ -9,7 +9,6 @@ first, since a failed statement would end the reading transaction.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, NamedTuple
 
 from swarmctl.store.sql import SQLITE, Conn, dialect
@@ -33,6 +32,8 @@ _COLUMNS = ", ".join(Token._fields)
 
 def digest(token: str) -> str:
     """The SHA-256 of a token, as stored."""
+    import hashlib  # here: loading OpenSSL costs every command a few ms, and few hash a token
+
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 

@@ -7,15 +7,17 @@ Why this module is long: it declares three tools whole, each with its request an
 its function and its examples (EXAMPLES, every one a parity case), as an area module does.
 """
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from swarmctl import names
-from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
 from swarmctl.store.schema import OP_KINDS
+if TYPE_CHECKING:
+    from swarmctl import policy as rules
+
 from swarmctl.tools.common import ADMINS_POLICY, SET_AGENTS, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
 
 # Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
@@ -279,6 +281,8 @@ def refuse_forbidden_undo(conn: Conn, actor: str, target: int, op_actor: str, re
     policy = policies.current(conn)
     if policy is None:
         return
+    from swarmctl import policy as rules  # here: a store without a policy never needs its rules
+
     rules.refuse(rules.may_undo(policy, actor, target, op_actor))
     for ref in refs:
         rules.refuse(rules.may_move(policy, actor, ref))
@@ -290,6 +294,8 @@ def _undo_policy(
     """The undo of an op that changed the policy (a `policy_set`, or the undo of one) puts back
     the policy before it: admins only, and by compare-and-swap on the policy's version (a later
     change of the policy stops it, unless it was taken back since)."""
+    from swarmctl import policy as rules
+
     rules.refuse(rules.may_admin(policies.current(conn), actor, f"undo op {target}, a change of the policy"))
     found = policies.current_version(conn)
     made = policies.made_by(conn, target)
