@@ -286,9 +286,8 @@ class Writer:
         # The format the store recorded as this transaction began (None: ask), for the policy.
         self.stored_format = stored_format
         self._policy: rules.Policy | None | bool = False  # False: not read yet
-        # What the op is made of, as written here, for its hash: its row and ref moves
-        # (append_op), the changesets it made (insert_changeset), the ops it reverted
-        # (reverts.record): nothing else writes those rows.
+        # What the op is made of, for its hash: its row and ref moves (append_op), changesets
+        # (insert_changeset), the ops it reverted (reverts.record); nothing else writes them.
         self._appended: tuple[OpHead, list[MoveRow]] | None = None
         self.made: list[str] = []
         self.reverted: list[int] = []
