@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,7 +151,8 @@ def test_it_is_a_parity_case(checkout):
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/test_parity.py", "-k", "ref_count"],
         env=_env(checkout), capture_output=True, text=True, cwd=checkout,
     )
-    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
+    passed = re.search(r"(\d+) passed", ran.stdout)  # one per backend that runs here
+    assert ran.returncode == 0 and passed and int(passed[1]) >= 1, ran.stdout + ran.stderr
 
 
 def test_a_package_area_declares_a_tool_in_one_line():
