@@ -157,3 +157,30 @@ def test_a_stopped_client_does_not_hold_the_head_row_for_ever(sw):
     assert other.result["op"] == 2  # the stopped writer's op never committed
     assert "stuck" not in refs(sw.store) and "free" in refs(sw.store)
     assert problems(sw.store) == []
+
+
+def test_a_door_goes_on_on_the_store_after_a_commit_answered_from_the_request_id(sw, syncrep):
+    """`call --lines` keeps the new connection it learned the outcome on: the next call must find
+    the store there (its schema), not the database's default schema."""
+    import json
+
+    cluster, url, c1, c2 = syncrep
+    lines = "".join(
+        json.dumps(call) + "\n"
+        for call in (
+            {"tool": "ref_set", "arguments": {"name": "main", "target": c2, "expect": c1}},
+            {"tool": "ref_show", "arguments": {"name": "main"}},
+        )
+    )
+    with subprocess.Popen(
+        [*swarmctl_argv(), "--repo", url, "--as", AGENT, "call", "--lines"], cwd=sw.tmp, env=sw.env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as door:
+        door.stdin.write(lines)
+        door.stdin.close()
+        backend = _wait_for("a COMMIT waiting for the standby", lambda: _waiting_in_commit(cluster))
+        assert cluster.psql(f"SELECT pg_terminate_backend({backend})", "swarm") == "[(True,)]"
+        out, err = door.stdout.read(), door.stderr.read()  # to the end: the door ends at stdin's
+    envelopes = [json.loads(line) for line in out.splitlines()]
+    assert [e["ok"] for e in envelopes] == [True, True], (out, err)
+    assert envelopes[1]["result"]["target"] == c2 and door.returncode == 0

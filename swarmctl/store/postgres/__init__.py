@@ -235,12 +235,11 @@ class PostgresStore(Store):
             raise unknown from exc
         try:
             conn = _connect(self.url)
-            conn.native(_SESSION)
+            # The session's settings first, on their own: in one batch with BEGIN they would
+            # belong to the transaction, and its ROLLBACK would take the search path back.
+            conn.native(f"{_SESSION}; SET search_path TO {_ident(self.url.schema)}")
             ms = max(1, int(lock_timeout() * 1000))
-            conn.native(
-                f"SET search_path TO {_ident(self.url.schema)}; BEGIN; SET LOCAL lock_timeout = '{ms}ms'; "
-                "SELECT last_op FROM head WHERE id = 1 FOR UPDATE"
-            )
+            conn.native(f"BEGIN; SET LOCAL lock_timeout = '{ms}ms'; SELECT last_op FROM head WHERE id = 1 FOR UPDATE")
             found = conn.native("SELECT op FROM ops WHERE request = %s", (self.request,)).fetchone()
             conn.native("ROLLBACK")
         except (psycopg.Error, SwarmError):
