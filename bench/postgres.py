@@ -149,39 +149,10 @@ def writers(repo: str, count: int, seconds: float, check: bool = True) -> dict:
     }
 
 
-def measure(cmds: dict[str, object], rounds: int, cwd: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """core.measure, with each process's CPU time (user+sys) beside its wall time. The CPU time
-    is the swarmctl process's own: the database server's work for it is not in it."""
-    import resource
-
-    times: dict[str, list[float]] = {name: [] for name in cmds}
-    cpu: dict[str, list[float]] = {name: [] for name in cmds}
-    order = list(cmds)
-    rng = random.Random(0)
-    for i in range(rounds + 1):
-        rng.shuffle(order)
-        for name in order:
-            argv = cmds[name]() if callable(cmds[name]) else cmds[name]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            elapsed = core.run(argv, cwd)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if i > 0:  # round 0 warms the page cache and the interpreter's .pyc files
-                times[name].append(elapsed)
-                cpu[name].append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
-    return times, cpu
-
-
 def timed_copy(source: str, url: str, cwd: Path) -> dict:
     """`swarmctl store copy SOURCE URL` as a process: its wall time, and its CPU time (user+sys,
     which load from other work distorts less)."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    began = time.perf_counter()
-    core.run([core.SWARMCTL, "store", "copy", source, url], cwd)
-    wall = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    wall, cpu = core.run([core.SWARMCTL, "store", "copy", source, url], cwd)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
@@ -217,7 +188,7 @@ def main() -> None:
                 random.Random(size).shuffle(undo_targets[label])
         subprocess.run([core.PYTHON, "-m", "compileall", "-q", str(ROOT / "swarmctl")], check=True)
         print(f"{os.cpu_count()} CPUs; {args.rounds} rounds, median")
-        times, cpu = measure(commands(stores, undo_targets), args.rounds, work)
+        times, cpu = core.measure(commands(stores, undo_targets), args.rounds, work)
         med = {name: round(statistics.median(v) * 1000, 1) for name, v in times.items()}
         med_cpu = {name: round(statistics.median(v) * 1000, 1) for name, v in cpu.items()}
         width = max(len(n) for n in med) + 2
