@@ -11,6 +11,7 @@ completion follow from it.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
 from swarmctl.spec import Example, Tool
@@ -66,6 +67,27 @@ def by_name() -> dict[str, Tool]:
 
 def get(name: str) -> Tool:
     return by_name()[name]
+
+
+class Named(Mapping[str, Tool]):
+    """The tools by name, for a door that runs tools named by its caller (`swarmctl call`):
+    a name is looked up first in the area its first word names (`ref_set` in `ref`), which
+    imports only that area's modules, so a call to one tool does not pay for building every
+    other's types; any other name (`undo`), and listing them, read every tool."""
+
+    def __getitem__(self, name: str) -> Tool:
+        word = name.split("_", 1)[0]
+        if word in AREAS:
+            found = next((t for t in area(word) if t.name == name), None)
+            if found is not None:
+                return found
+        return by_name()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(by_name())
+
+    def __len__(self) -> int:
+        return len(tools())
 
 
 def by_command(path: tuple[str, ...]) -> Tool | None:

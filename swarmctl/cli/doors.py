@@ -193,7 +193,7 @@ def call(
         raise UsageError("--stop-on-error goes with --lines", ctx=cli_ctx)
     if tool is None:
         raise UsageError("Missing argument 'TOOL'.", ctx=cli_ctx)
-    tools = registry.by_name()
+    tools = registry.Named()
     ctx = Context(repo=globals_.repo, actor=globals_.actor)
     try:
         # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
@@ -233,7 +233,7 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     from swarmctl.context import Context, OpenStores
     from swarmctl.envelope import Meta, SwarmError, dumps, exit_status, failure, interrupted
 
-    tools, stores, status = registry.by_name(), OpenStores(), 0
+    tools, stores, status = registry.Named(), OpenStores(), 0
     cwd = Path.cwd()  # where --repo is taken from, or the store discovered: the same for every line
     try:
         # Each line is held to SWARMCTL_MAX_INPUT_BYTES: a longer one is refused, never held whole.
