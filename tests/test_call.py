@@ -78,6 +78,38 @@ def test_op_log_imports_neither_the_doors_nor_other_areas(sw):
     assert "swarmctl.tools.op" in loaded  # the probe did run op log
 
 
+def test_call_of_one_tool_imports_only_its_area(sw):
+    """`swarmctl call ref_set` (and each line of `call --lines`) builds the types of the ref
+    area only: not workflows', transactions' or the other areas'."""
+    build_golden_store(sw)
+    probe = (
+        "import sys, io, contextlib, json\n"
+        "from swarmctl.cli import run\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    status = run(['--repo', {str(sw.store)!r}, '--as', {AGENT!r}, 'call', 'ref_set', sys.argv[1]])\n"
+        "print(json.dumps({'status': status, 'out': out.getvalue(), 'modules': sorted(sys.modules)}))\n"
+    )
+    arguments = json.dumps({"name": "scratch", "target": "main"})
+    ran = json.loads(subprocess.run([sys.executable, "-c", probe, arguments], capture_output=True, text=True, check=True).stdout)
+    assert ran["status"] == 0 and json.loads(ran["out"])["ok"], ran["out"]
+    loaded = set(ran["modules"])
+    assert "swarmctl.tools.ref" in loaded
+    for module in ("swarmctl.tools.workflow", "swarmctl.tools.tx", "swarmctl.tools.op", "swarmctl.tools.token",
+                   "swarmctl.tools.policy", "swarmctl.tools.store", "swarmctl.tools.schema", "swarmctl.mcp"):
+        assert module not in loaded, f"`swarmctl call ref_set` imported {module}"
+
+
+def test_the_doors_find_every_tool_by_name_as_the_registry_lists_it():
+    """registry.Named looks a name up in its first word's area first; it finds each tool the
+    registry lists, the same entry, and no other name."""
+    named = registry.Named()
+    assert sorted(named) == sorted(registry.by_name()) and len(named) == len(registry.tools())
+    for name, tool in registry.by_name().items():
+        assert named[name] is tool and name in named
+    for absent in ("ref", "ref_", "ref_nope", "undo_", "op_logs", "", "workflow_runs"):
+        assert absent not in named and named.get(absent) is None
+
+
 # --- `swarmctl call --lines`: a batch of calls on one open store ------------------------------
 
 
