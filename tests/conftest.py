@@ -52,3 +52,21 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("backends")
     if marker is not None and "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", marker.args)
+
+
+# The modules whose tests take longest (seconds each: a release built and installed, the README
+# run as one session, a copy's own test run, processes racing on both backends), run first.
+# xdist hands each worker a share of the tests in this order and moves the rest to whichever
+# worker runs out; a long test started last would leave the other workers idle while it ends.
+LONGEST_FIRST = (
+    "test_release.py", "test_readme_session.py", "test_adding_a_tool.py", "test_pg_races.py",
+    "test_concurrency.py", "test_fuzz_doors.py", "test_http.py", "test_backends.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
