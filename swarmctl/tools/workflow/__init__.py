@@ -171,13 +171,15 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
     to continue (a gate not yet approved, a workflow completed, cancelled, rolled back, or held
     by a live process, including a step's command still running after its swarmctl was killed).
     Resuming another actor's workflow may be forbidden by the store's policy (`[workflow]
-    others`: E_FORBIDDEN).
+    others`: E_FORBIDDEN); under `[run] definitions`, so is a workflow whose stored steps are
+    not what its definition file defines now.
     """
     actor = ctx.require_actor()
     store = ctx.store()
     with store.write(actor) as w:
         wf = records.load(w.conn, records.resolve(ctx, w.conn, req.workflow))
         rules.refuse(guards.policy_refusal(w.policy, "workflow_resume", actor, wf))
+        rules.refuse(guards.definition_refusal(w.policy, actor, wf))
         records.settle(w, wf)
         retry = guards.resume_point(wf, req.retry)
         guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])

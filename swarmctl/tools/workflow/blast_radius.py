@@ -36,6 +36,7 @@ from swarmctl.spec import plain
 from swarmctl.store import Conn, policies
 from swarmctl.tools.op import plan_undo
 from swarmctl.tools.workflow import definition, process
+from swarmctl.tools.workflow.guards import definition_refusal
 from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS
 from swarmctl.tools.workflow.rollback_types import (
     AlreadyRolledBack,
@@ -206,14 +207,15 @@ def _unmeasured(lists: Mapping[str, list[Any]]) -> list[Unmeasured]:
 
 def policy_blockers(conn: Conn, wf: Workflow, actor: str, would: list[Any]) -> list[AnyBlocker]:
     """What the store's policy forbids `actor` in this rollback: rolling back another actor's
-    workflow ([workflow] others), and each step whose undo it forbids (predicted E_FORBIDDEN)."""
+    workflow ([workflow] others), commands that are not its definition file's ([run]
+    definitions), and each step whose undo it forbids (predicted E_FORBIDDEN)."""
     policy = policies.current(conn)
     if policy is None or not actor:
         return []
     found: list[AnyBlocker] = []
-    steer = rules.may_steer(policy, actor, wf.id, wf.created_by, "roll back")
-    if steer is not None:
-        found.append(PolicyBlocker("forbidden", steer.error().message, steer.rule, None))
+    for refusal in (rules.may_steer(policy, actor, wf.id, wf.created_by, "roll back"), definition_refusal(policy, actor, wf)):
+        if refusal is not None:
+            found.append(PolicyBlocker("forbidden", refusal.error().message, refusal.rule, None))
     for e in would:
         if isinstance(e.predicted, PredictedUndoFailure) and e.predicted.code == "E_FORBIDDEN":
             found.append(PolicyBlocker("forbidden", f"step {e.step}: {e.predicted.message}", e.predicted.details["rule"], e.step))

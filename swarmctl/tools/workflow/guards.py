@@ -5,7 +5,9 @@ one call resolves it."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 from swarmctl import policy as rules
@@ -145,3 +147,29 @@ def policy_refusal(policy: rules.Policy | None, tool: str, actor: str, wf: Workf
     if tool == "workflow_approve":
         return rules.may_approve(policy, actor, wf.id, wf.created_by)
     return rules.may_steer(policy, actor, wf.id, wf.created_by, _STEERS[tool])
+
+
+def definition_refusal(policy: rules.Policy | None, actor: str, wf: Workflow) -> rules.Refusal | None:
+    """Under `[run] definitions`, the commands of a workflow (its steps, their rollbacks) run
+    only while they are what its definition file, one the rule allows, defines now: checked
+    where `resume` and `rollback` would run them, as `run` checks the file it is given.
+
+    The database guard cannot check this (it sees rows, not files): a role that may write
+    workflow rows could otherwise store steps of its own under an allowed file's name and have
+    swarmctl run them. A file changed since the workflow was started is refused the same way."""
+    if policy is None or policy.run_definitions is None:
+        return None
+    path = Path(wf.source).resolve()
+    subject = {"workflow": wf.id, "file": str(path)}
+    if not rules.matches(policy.run_definitions, str(path)):
+        why = f"workflow {wf.id} was defined by {path}, which is not a workflow definition this store runs"
+        return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
+    try:
+        defined = definition.load(path)
+    except SwarmError as exc:
+        return rules.Refusal("run.definitions", actor, f"workflow {wf.id}: {exc.message}", policy.run_definitions, subject)
+    defined = json.loads(json.dumps(defined))  # as the store keeps it: JSON
+    if (defined["name"], defined.get("description") or None, defined["steps"]) != (wf.name, wf.description or None, [s.spec for s in wf.steps]):
+        why = f"the steps stored for workflow {wf.id} are not those {path} defines now"
+        return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
+    return None
