@@ -83,6 +83,9 @@ class Executor:
         self.progress = progress
         self.me = hosts.me()
         self.environ: Mapping[str, str] = dict(os.environ)
+        # The store's password goes to a command only where its step's `env` names it.
+        self.command_env = without_store_password(self.environ)
+        self.inherits = self.command_env == self.environ  # then a command without `env` inherits it as it is
         self.commands = process.CommandGroup()  # where this run's commands start, one at a time
         # A command's outcome, written by the next transaction (`_owned_write`) before its own change.
         self._unsaved: Callable[[Writer], None] | None = None
@@ -259,11 +262,9 @@ class Executor:
                 f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
                 f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
             )
-        # The store's password goes to a command only where its step's `env` names it.
-        env = {
-            **without_store_password(self.environ),
-            **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()},
-        }
+        env = self.command_env
+        if spec.get("env"):
+            env = {**env, **{k: definition.expand(v, self.environ) for k, v in spec["env"].items()}}
 
         def started(group: pids.ProcessId) -> None:
             with self._owned_write() as w:
@@ -280,7 +281,7 @@ class Executor:
                 on_start=started,
                 hidden=definition.resolved_values(step.spec, self.environ),
                 tick=(self.renew, hosts.lease_s() / 3),
-                inherit_env=env == self.environ,  # no `env`, no store password: its own, as it is
+                inherit_env=env is self.command_env and self.inherits,
             )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)

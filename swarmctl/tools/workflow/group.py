@@ -95,8 +95,9 @@ class OutputFile:
         import tempfile
 
         if self.file is not None:
-            self.file.seek(0)
-            self.file.truncate()
+            if self.file.seek(0, os.SEEK_END):  # the last command wrote something
+                self.file.seek(0)
+                self.file.truncate()
         else:
             self.file = tempfile.TemporaryFile()
         try:

@@ -288,6 +288,8 @@ def _tail(f: Any, hidden: Sequence[str]) -> str:
     """The last TAIL_BYTES of an output, scrubbed before it is cut; at each cut, what is left
     of a hidden value is hidden too."""
     size = f.seek(0, os.SEEK_END)
+    if size == 0:
+        return ""
     f.seek(max(0, size - SCRUB_BYTES))
     text = f.read().decode("utf-8", errors="replace")
     if size > SCRUB_BYTES:
