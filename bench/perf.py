@@ -379,23 +379,48 @@ SECTIONS = {
 }
 
 
-def table(results: dict) -> str:
-    rows = [("what", "measured", "floor", "ratio, target")]
+# The README rows each section writes, by how their first cell starts: a run of some sections
+# rewrites theirs and keeps the others' rows as they are in README.md.
+ROWS_OF = {
+    "durability": ("`fdatasync` per write",),
+    "batch": ("`ref_set` per second", "`ref set` per second"),
+    "pages": ("`op log", "`-o table op log"),
+    "steps": ("workflow command step",),
+}
+HEADER = ["| what | measured | floor | ratio, target |", "| --- | ---: | ---: | --- |"]
+
+
+def table(results: dict, kept: dict[str, list[str]] | None = None) -> str:
+    """The table: each section's rows from `results`, or else as `kept` (README's own lines)."""
+    lines = list(HEADER)
     for name, (_, to_rows) in SECTIONS.items():
         if name in results:
-            rows += to_rows(results[name])
-    lines = ["| " + " | ".join(rows[0]) + " |", "| --- | ---: | ---: | --- |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+            lines += ["| " + " | ".join(r) + " |" for r in to_rows(results[name])]
+        else:
+            lines += (kept or {}).get(name, [])
     return "\n".join(lines)
 
 
-def rewrite_readme(results: dict, machine: str) -> None:
+# The machine line's end: the load average when each section was measured.
+LOADS = re.compile(r"\(load average when measured: ([^)]*)\)")
+
+
+def rewrite_readme(results: dict, machine: str, measured: list[str]) -> None:
+    """README's table: the sections measured now from `results`, the others' rows kept as they are."""
     readme = ROOT / "README.md"
     text = readme.read_text()
-    block = f"{README_BEGIN}\n{machine}\n\n{table(results)}\n{README_END}"
     pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.S)
-    if not pattern.search(text):
+    found = pattern.search(text)
+    if not found:
         raise SystemExit(f"README.md has no block between {README_BEGIN!r} and {README_END!r}")
+    old = found.group(0).splitlines()
+    kept = {name: [line for line in old if line.startswith(tuple("| " + p for p in ROWS_OF[name]))] for name in SECTIONS}
+    old_loads = LOADS.search(found.group(0))
+    loads = dict(part.split(": ") for part in old_loads.group(1).split(", ")) if old_loads else {}
+    loads.update({name: f"{os.getloadavg()[0]:.1f}" for name in measured})
+    machine += " (load average when measured: " + ", ".join(f"{n}: {loads[n]}" for n in SECTIONS if n in loads) + ")."
+    fresh = {name: results[name] for name in measured}
+    block = f"{README_BEGIN}\n{machine}\n\n{table(fresh, kept)}\n{README_END}"
     readme.write_text(pattern.sub(lambda _: block, text))
 
 
@@ -422,13 +447,10 @@ def main() -> None:
     import platform
     import sqlite3
 
-    machine = (
-        f"Measured by `python bench/perf.py` on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version} (load average {os.getloadavg()[0]:.1f} when it finished)."
-    )
-    print(table(results))
+    machine = f"Measured by `python bench/perf.py` on {os.cpu_count()} CPUs, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+    print(table({name: results[name] for name in chosen}))
     if not args.no_readme:
-        rewrite_readme(results, machine)
+        rewrite_readme(results, machine, chosen)
 
 
 if __name__ == "__main__":
