@@ -130,6 +130,8 @@ def joined_since(pgid: int, since: int) -> bool | None:
     pass, until none was given out during one, so that a process made meanwhile by one the
     pass had already looked at is not missed."""
     low, high = since, _last_pid()
+    if high == since:  # no process made since: none but those there before, which it is not asked about
+        return False
     while high is not None and high >= low:
         if high - low > _PIDS_ASKED:
             return any(pid != pgid for pid in _members(pgid))

@@ -112,10 +112,15 @@ class Kit:
 
     def wait_for_mark(self, word: str, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
-        while word not in self.marks() or not (self.dir / f"{word}.pid").exists():
+        while word not in self.marks() or not self._pid_written(word):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"{word} never started"
             time.sleep(0.02)
+
+    def _pid_written(self, word: str) -> bool:
+        """WORD.pid holds a whole line (the shell creates the file before it writes the pid)."""
+        path = self.dir / f"{word}.pid"
+        return path.exists() and path.read_text().endswith("\n")
 
     def kill_hung(self, word: str) -> None:
         """Kill a hang.sh left running when the swarmctl that started it was killed, and wait
@@ -133,7 +138,7 @@ class Kit:
     def wait_for_ticks(self, word: str, proc: subprocess.Popen | None = None, timeout_s: float = WAIT_S) -> int:
         """Wait until tick.sh WORD ticks; its process group (the pid of the holder that leads it)."""
         deadline = time.monotonic() + timeout_s
-        while self.ticks(word) < 2:
+        while self.ticks(word) < 2 or not self._pid_written(word):
             assert proc is None or proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"{word} never ticked"
             time.sleep(0.02)

@@ -222,11 +222,17 @@ def set_workflow(conn: Conn, workflow_id: str, at: str, **columns: Any) -> None:
 def set_step(conn: Conn, workflow_id: str, idx: int, at: str, workflow: dict[str, Any] | None = None, **columns: Any) -> None:
     """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too, in
     the statement that sets its `workflow` columns, if any."""
+    set_step_alone(conn, workflow_id, idx, **columns)
+    set_workflow(conn, workflow_id, at, **(workflow or {}))
+
+
+def set_step_alone(conn: Conn, workflow_id: str, idx: int, **columns: Any) -> None:
+    """Change columns of a step, not its workflow's row: only in a transaction that changes that
+    row too (`set_workflow`), whose `rev` then moves for both."""
     _check(columns, StepRow._fields)
     values = [_json(v) if isinstance(v, dict) else v for v in columns.values()]
     sets = ", ".join(f"{c} = ?" for c in columns)
     conn.execute(f"UPDATE workflow_steps SET {sets} WHERE workflow = ? AND idx = ?", (*values, workflow_id, idx))
-    set_workflow(conn, workflow_id, at, **(workflow or {}))
 
 
 def _check(columns: dict[str, Any], known: tuple[str, ...]) -> None:

@@ -87,8 +87,12 @@ class Executor:
         self.command_env = without_store_password(self.environ)
         self.inherits = self.command_env == self.environ  # then a command without `env` inherits it as it is
         self.commands = process.CommandGroup()  # where this run's commands start, one at a time
-        # A command's outcome, written by the next transaction (`_owned_write`) before its own change.
+        # A command's outcome, written by the next transaction (`_owned_write`) before its own
+        # change, which also moves the workflow's `rev` (every one that finds an outcome unsaved
+        # changes the workflow row: the next step's start, a release, `_saving_the_last`).
         self._unsaved: Callable[[Writer], None] | None = None
+        self.lease_s = hosts.lease_s()
+        self.base_dir = Path(wf.base_dir)  # where its commands run
 
     # --- ownership ---------------------------------------------------------------------------
 
@@ -98,7 +102,7 @@ class Executor:
         (nobody took it over): LostOwnership otherwise."""
         with self.store.write(self.actor) as w:
             # While it does, its lease is renewed (swarmctl/hosts.py).
-            if not rows.renew_lease(w.conn, self.wf.id, self.me, hosts.lease_until(w.at)):
+            if not rows.renew_lease(w.conn, self.wf.id, self.me, hosts.lease_until(w.at, self.lease_s)):
                 raise LostOwnership(self.wf.id)
             if self._unsaved is not None:
                 self._unsaved(w)
@@ -117,8 +121,8 @@ class Executor:
         except BaseException:
             if self._unsaved is not None:
                 try:
-                    with self._owned_write():
-                        pass
+                    with self._owned_write() as w:
+                        records.set_workflow(w, self.wf.id)  # the outcome's change of the workflow
                 except (LostOwnership, SwarmError):
                     pass
             raise
@@ -241,7 +245,8 @@ class Executor:
         def save(w: Writer) -> None:
             if not began:  # its group was never saved (no holder could start): one state change
                 begin(w)
-            self._set(w, step, status=status, finished_at=w.at, result=result, **records.NO_PROCESS)
+            records.set_step_alone(w, self.wf.id, step.idx, status=status, finished_at=w.at, result=result,
+                                   **records.NO_PROCESS)
 
         self._save_later(save)
         step.status, step.result = status, result
@@ -274,13 +279,13 @@ class Executor:
         try:
             return process.run_command(
                 [definition.expand(a, self.environ) for a in argv],
-                cwd=Path(self.wf.base_dir),
+                cwd=self.base_dir,
                 env=env,
                 timeout_s=spec["timeout_s"],
                 group=self.commands,
                 on_start=started,
                 hidden=definition.resolved_values(step.spec, self.environ),
-                tick=(self.renew, hosts.lease_s() / 3),
+                tick=(self.renew, self.lease_s / 3),
                 inherit_env=env is self.command_env and self.inherits,
             )
         except KeyboardInterrupt:
@@ -371,6 +376,8 @@ class Executor:
         outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing")
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
-        self._save_later(lambda w: self._set(w, step, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS))
+        self._save_later(lambda w: records.set_step_alone(
+            w, self.wf.id, step.idx, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS
+        ))
         step.status = status
         return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)

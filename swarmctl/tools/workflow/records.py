@@ -290,6 +290,12 @@ def set_step(w: Writer, wf_id: str, idx: int, workflow: dict[str, Any] | None = 
     rows.set_step(w.conn, wf_id, idx, w.at, workflow, **columns)
 
 
+def set_step_alone(w: Writer, wf_id: str, idx: int, **columns: Any) -> None:
+    """Change columns of a step, in a transaction that goes on to change its workflow's row
+    (which moves `rev` for both): see store/workflows.py."""
+    rows.set_step_alone(w.conn, wf_id, idx, **columns)
+
+
 def claim(w: Writer, wf_id: str, state: str, me: hosts.Owner, **columns: Any) -> None:
     set_workflow(w, wf_id, state=state, owner_pid=me.pid, owner_start=me.start, owner_actor=w.actor,
                  owner_host=me.host, owner_lease=hosts.lease_until(w.at), **columns)
