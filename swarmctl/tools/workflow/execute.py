@@ -93,6 +93,7 @@ class Executor:
         self._unsaved: Callable[[Writer], None] | None = None
         self.lease_s = hosts.lease_s()
         self.base_dir = Path(wf.base_dir)  # where its commands run
+        self._hidden: dict[int, list[str]] = {}  # by step: what its `${env:...}` references resolve to
 
     # --- ownership ---------------------------------------------------------------------------
 
@@ -261,6 +262,7 @@ class Executor:
         is killed, the step saved `interrupted` (if this process still holds the workflow) and
         the KeyboardInterrupt re-raised."""
         spec = step.spec
+        self._hidden[step.idx] = definition.resolved_values(spec, self.environ)  # its output is scrubbed of them
         short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
         if short:
             self.ctx.warn(
@@ -284,7 +286,7 @@ class Executor:
                 timeout_s=spec["timeout_s"],
                 group=self.commands,
                 on_start=started,
-                hidden=definition.resolved_values(step.spec, self.environ),
+                hidden=self._hidden[step.idx],
                 tick=(self.renew, self.lease_s / 3),
                 inherit_env=env is self.command_env and self.inherits,
             )
@@ -308,7 +310,7 @@ class Executor:
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
         it printed as `SECRET_KEY=value`."""
-        hidden = definition.resolved_values(step.spec, self.environ)
+        hidden = self._hidden[step.idx]
 
         def clean(text: str | None) -> str | None:
             return redact_text(scrub_values(text, hidden))
