@@ -127,15 +127,24 @@ def rev(conn: Conn, workflow_id: str) -> int | None:
     return row[0] if row else None
 
 
-def renew_lease(conn: Conn, workflow_id: str, owner: tuple[str, int, str | None], until: str) -> bool:
+def renew_lease(
+    conn: Conn, workflow_id: str, owner: tuple[str, int, str | None], until: str, change: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> bool:
     """Extend `owner`'s lease on the workflow (host, pid, start time) if it still holds it:
-    whether it does. One statement both asks and renews. Not a change of the workflow: neither
-    `rev` nor `updated_at` moves."""
+    whether it does. One statement both asks and renews. By itself not a change of the workflow
+    (neither `rev` nor `updated_at` moves); with `change` (columns, maybe none) and `at`, it is
+    that change too, made in the same statement, as `set_workflow` makes it."""
     same = "IS NOT DISTINCT FROM" if dialect(conn) == POSTGRES else "IS"
+    sets, values = "", []
+    if change is not None:
+        _check(change, WorkflowRow._fields)
+        sets = "".join(f", {c} = ?" for c in change) + ", updated_at = ?, rev = rev + 1"
+        values = [*change.values(), at]
     renewed = conn.execute(
-        f"UPDATE workflows SET owner_lease = ? WHERE id = ? AND owner_host {same} ? AND owner_pid {same} ? "
+        f"UPDATE workflows SET owner_lease = ?{sets} WHERE id = ? AND owner_host {same} ? AND owner_pid {same} ? "
         f"AND owner_start {same} ?",
-        (until, workflow_id, *owner),
+        (until, *values, workflow_id, *owner),
     )
     return renewed.rowcount == 1
 

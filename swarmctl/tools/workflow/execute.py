@@ -98,12 +98,14 @@ class Executor:
     # --- ownership ---------------------------------------------------------------------------
 
     @contextmanager
-    def _owned_write(self) -> Iterator[Writer]:
+    def _owned_write(self, change: dict[str, Any] | None = None) -> Iterator[Writer]:
         """A write transaction, once it is checked that this process still owns the workflow
-        (nobody took it over): LostOwnership otherwise."""
+        (nobody took it over): LostOwnership otherwise. The check renews its lease (swarmctl/hosts.py)
+        and makes `change` to the workflow's row (columns, maybe none: its `rev` moves), in one
+        statement."""
         with self.store.write(self.actor) as w:
-            # While it does, its lease is renewed (swarmctl/hosts.py).
-            if not rows.renew_lease(w.conn, self.wf.id, self.me, hosts.lease_until(w.at, self.lease_s)):
+            lease = hosts.lease_until(w.at, self.lease_s)
+            if not rows.renew_lease(w.conn, self.wf.id, self.me, lease, change, w.at):
                 raise LostOwnership(self.wf.id)
             if self._unsaved is not None:
                 self._unsaved(w)
@@ -234,18 +236,19 @@ class Executor:
 
     def _run_command(self, step: Step) -> None:
         def begin(w: Writer, **group: Any) -> None:  # the step is running: saved with its command's group
-            self._set(w, step, status="running", pid=self.me.pid, pid_start=self.me.start, started_at=w.at,
-                      finished_at=None, result=None, interrupted_during=None, attempts=step.attempts + 1, **group,
-                      workflow={"state": "running", "cursor": step.idx})
+            records.set_step_alone(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
+                                   started_at=w.at, finished_at=None, result=None, interrupted_during=None,
+                                   attempts=step.attempts + 1, **group)
 
-        outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running")
+        outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running",
+                                change={"state": "running", "cursor": step.idx})
         result = self._outcome(step, outcome)
         status = "success" if outcome.ok else "failed"
         began = step.status == "running"
 
         def save(w: Writer) -> None:
-            if not began:  # its group was never saved (no holder could start): one state change
-                begin(w)
+            if not began:  # its group was never saved (no holder could start): one state change, as the
+                begin(w)   # transaction's own change to the workflow (the run stops there) moves its rev
             records.set_step_alone(w, self.wf.id, step.idx, status=status, finished_at=w.at, result=result,
                                    **records.NO_PROCESS)
 
@@ -253,11 +256,13 @@ class Executor:
         step.status, step.result = status, result
 
     def _command(
-        self, step: Step, argv: list[str], *, during: str, begin: Callable[..., None], status: str
+        self, step: Step, argv: list[str], *, during: str, begin: Callable[..., None], status: str,
+        change: dict[str, Any],
     ) -> process.CommandOutcome:
         """Run the step's `run` or `rollback` argv. Before the command starts, one transaction
-        saves the step `status` (what `begin` writes, given the group's columns) with the process
-        group it starts in, so that a reader can tell it still runs after this process is gone.
+        saves the step `status` (what `begin` writes of the step, given the group's columns; and
+        `change` of the workflow) with the process group it starts in, so that a reader can tell
+        it still runs after this process is gone.
         On Ctrl-C or SIGTERM (`process.terminate_as_interrupt`, around the whole run) the group
         is killed, the step saved `interrupted` (if this process still holds the workflow) and
         the KeyboardInterrupt re-raised."""
@@ -274,7 +279,7 @@ class Executor:
             env = {**env, **{k: definition.expand(v, self.environ) for k, v in spec["env"].items()}}
 
         def started(group: pids.ProcessId) -> None:
-            with self._owned_write() as w:
+            with self._owned_write(change) as w:
                 begin(w, command_pid=group.pid, command_start=group.start)
             step.status = status
 
@@ -372,10 +377,10 @@ class Executor:
 
     def _undo_command(self, step: Step) -> CommandUndone:
         def begin(w: Writer, **group: Any) -> None:  # the step is undoing: saved with its command's group
-            self._set(w, step, status="undoing", pid=self.me.pid, pid_start=self.me.start, undo_result={"started_at": w.at},
-                      **group)
+            records.set_step_alone(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
+                                   undo_result={"started_at": w.at}, **group)
 
-        outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing")
+        outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing", change={})
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
         self._save_later(lambda w: records.set_step_alone(
