@@ -224,3 +224,10 @@ def test_no_process_of_a_finished_run_is_left(sw):
     children = Path(f"/proc/{me}/task/{me}/children").read_text().split()
     holders = [c for c in children if b"swarmctl-holder" in Path(f"/proc/{c}/cmdline").read_bytes()]
     assert holders == []
+
+
+def test_the_argv_is_executed_as_it_is_no_shell_runs_a_script_without_its_hash_bang_line(tmp_path):
+    (tmp_path / "plain.sh").write_text("echo ran > ran.log\n")
+    (tmp_path / "plain.sh").chmod(0o755)
+    outcome = process.run_command(["./plain.sh"], cwd=tmp_path, env=os.environ, timeout_s=WAIT_S)
+    assert outcome.error == "cannot start ./plain.sh: Exec format error" and not (tmp_path / "ran.log").exists()
