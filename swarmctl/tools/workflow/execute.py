@@ -7,10 +7,12 @@ The rules this module keeps:
   the workflow's release, or the interrupted step.
 - A command step is saved `running` (with this process's pid and start time, and the
   process group its command will start in) before the command starts (process.py: a swarmctl
-  killed before that commit starts no command), and with its outcome after; during a rollback, `undoing` and the outcome after. A swarmctl killed in between leaves the step in flight: while the command's
-  group lives on, readers see it still `running` and nothing may run it (or its rollback)
-  again; once both are gone, `interrupted`: its effect is unknown, and it is never re-run
-  silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
+  killed before that commit starts no command), and with its outcome after; during a
+  rollback, `undoing` and the outcome after. A swarmctl killed in between leaves the step in
+  flight: while the command's group lives on, readers see it still `running` and nothing may
+  run it (or its rollback) again; once both are gone, `interrupted`: its effect is unknown,
+  and it is never re-run silently. On Ctrl-C or SIGTERM the group is killed and the step
+  saved `interrupted` first.
 - A store step (and the undo of one) is a single transaction: its op and its new status
   commit together, so there is no moment at which its effect is unknown.
 - Every transaction first checks that this process still owns the workflow (`_owned_write`);
