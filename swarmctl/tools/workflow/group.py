@@ -56,6 +56,7 @@ class CommandGroup:
         self._end_holder()
         holder = subprocess.Popen(
             _HOLDER, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+            env={},  # it needs nothing, and holds none of swarmctl's secrets for as long as it lives
             process_group=0,
         )
         self._holder = holder
