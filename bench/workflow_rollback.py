@@ -47,9 +47,21 @@ def definition(kind: str, steps: int, target: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def timed(fn):
-    started = time.perf_counter()
+def cpu_s() -> float:
+    """CPU time of this process and of its children that have ended (the steps' commands)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+CPU: dict[str, float] = {}  # the CPU time of the last `timed` call of each name
+
+
+def timed(fn, name: str = ""):
+    started, cpu = time.perf_counter(), cpu_s()
     value = fn()
+    CPU[name] = cpu_s() - cpu
     return time.perf_counter() - started, value
 
 
@@ -61,7 +73,7 @@ def bench(kind: str, steps: int, repeat: int, work: Path) -> dict[str, float]:
     flow = work / f"{kind}.toml"
     flow.write_text(definition(kind, steps, target))
 
-    run_s, status = timed(lambda: workflow_run(ctx, WorkflowRunReq(file=str(flow))))
+    run_s, status = timed(lambda: workflow_run(ctx, WorkflowRunReq(file=str(flow))), "run")
     wf = status["workflow"]["id"]
     assert status["workflow"]["state"] == "completed", status["workflow"]
     preview_req = WorkflowRollbackReq(workflow=wf, include_completed=True)
@@ -73,10 +85,13 @@ def bench(kind: str, steps: int, repeat: int, work: Path) -> dict[str, float]:
     confirm = WorkflowRollbackReq(
         workflow=wf, include_completed=True, confirm=True, expect_preview=preview["preview_id"]
     )
-    rollback_s, done = timed(lambda: workflow_rollback(ctx, confirm))
+    rollback_s, done = timed(lambda: workflow_rollback(ctx, confirm), "rollback")
     assert done["state"] == "rolled_back" and len(done["results"]) == steps
     store.close()
-    return {"run": run_s, "preview": statistics.median(previews), "rollback": rollback_s}
+    return {
+        "run": run_s, "preview": statistics.median(previews), "rollback": rollback_s,
+        "run_cpu": CPU["run"], "rollback_cpu": CPU["rollback"],
+    }
 
 
 def main() -> None:

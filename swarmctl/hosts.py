@@ -79,13 +79,14 @@ def lease_s() -> float:
 _AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,6}Z$")
 
 
-def lease_until(at: str) -> str:
-    """The end of a lease renewed at `at` (a time in the store's format)."""
+def lease_until(at: str, seconds: float | None = None) -> str:
+    """The end of a lease renewed at `at` (a time in the store's format), `seconds` (default:
+    `lease_s()`) after it."""
     try:
         if not _AT.match(at):
             raise ValueError(at)
         start = datetime.fromisoformat(at[:-1]).replace(tzinfo=timezone.utc)  # strptime costs 10 times more
-        return names.format_time(start + timedelta(seconds=lease_s()))
+        return names.format_time(start + timedelta(seconds=lease_s() if seconds is None else seconds))
     except (ValueError, OverflowError):
         return at
 

@@ -105,6 +105,46 @@ def _members(pgid: int, first_only: bool = False) -> list[int]:
     return found
 
 
+# How many pids `joined_since` asks about one by one before it reads the whole of /proc instead.
+_PIDS_ASKED = 2048
+
+
+def _last_pid() -> int | None:
+    """The pid given out last in this pid namespace, or None where the kernel does not say."""
+    try:
+        fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY)
+        try:
+            return int(os.read(fd, 32))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+
+
+def joined_since(pgid: int, since: int) -> bool | None:
+    """Whether a live process other than its leader belongs to group `pgid` among those made
+    after pid `since` was given out; None when that cannot be told (no pid counter to read, or
+    pids wrapped around). For a group that held only its leader when `since` was made, that is
+    whether anything but the leader is in it now, asked cheaply: pids are given out in rising
+    order, so only the few made since are looked at. The newest pid is read again after each
+    pass, until none was given out during one, so that a process made meanwhile by one the
+    pass had already looked at is not missed."""
+    low, high = since, _last_pid()
+    if high == since:  # no process made since: none but those there before, which it is not asked about
+        return False
+    while high is not None and high >= low:
+        if high - low > _PIDS_ASKED:
+            return any(pid != pgid for pid in _members(pgid))
+        for pid in range(low + 1, high + 1):
+            fields = _stat(pid)
+            if fields is not None and fields[0] not in ("Z", "X") and fields[2] == str(pgid) and pid != pgid:
+                return True
+        low, high = high, _last_pid()
+        if high == low:
+            return False
+    return None
+
+
 def wait_group_gone(pgid: int, timeout_s: float) -> bool:
     """After SIGKILL to group `pgid`: wait until each of its processes has ended, on a pidfd
     each (the wait ends the moment the last one does), at most `timeout_s`. Whether it is gone.

@@ -112,32 +112,37 @@ class Kit:
 
     def wait_for_mark(self, word: str, proc: subprocess.Popen, timeout_s: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
-        while word not in self.marks() or not (self.dir / f"{word}.pid").exists():
+        while word not in self.marks() or not self._pid_written(word):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"{word} never started"
             time.sleep(0.02)
+
+    def _pid_written(self, word: str) -> bool:
+        """WORD.pid holds a whole line (the shell creates the file before it writes the pid)."""
+        path = self.dir / f"{word}.pid"
+        return path.exists() and path.read_text().endswith("\n")
 
     def kill_hung(self, word: str) -> None:
         """Kill a hang.sh left running when the swarmctl that started it was killed, and wait
         until it is gone: until then swarmctl rightly sees its command still running."""
         try:
-            pid = int((self.dir / f"{word}.pid").read_text())
-        except (FileNotFoundError, ValueError):
+            pgid = os.getpgid(int((self.dir / f"{word}.pid").read_text()))
+        except (FileNotFoundError, ValueError, ProcessLookupError):
             return
-        self.kill_group(pid)  # hang.sh leads its step's process group (it execs sleep)
+        self.kill_group(pgid)  # hang.sh's step's process group (led by swarmctl's holder, or no one now)
 
     def ticks(self, word: str) -> int:
         path = self.dir / f"{word}.ticks"
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     def wait_for_ticks(self, word: str, proc: subprocess.Popen | None = None, timeout_s: float = WAIT_S) -> int:
-        """Wait until tick.sh WORD ticks; its pid (that of its process group)."""
+        """Wait until tick.sh WORD ticks; its process group (the pid of the holder that leads it)."""
         deadline = time.monotonic() + timeout_s
-        while self.ticks(word) < 2:
+        while self.ticks(word) < 2 or not self._pid_written(word):
             assert proc is None or proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, f"{word} never ticked"
             time.sleep(0.02)
-        return int((self.dir / f"{word}.pid").read_text())
+        return os.getpgid(int((self.dir / f"{word}.pid").read_text()))
 
     def still_ticking(self, word: str) -> bool:
         """Whether tick.sh WORD ticks again: waits for the next tick (a live one ticks every

@@ -74,14 +74,6 @@ class Listed(NamedTuple):
     done: int  # steps that succeeded
 
 
-class OwnerRow(NamedTuple):
-    """The process that holds a workflow (as hosts.Owner, which it equals when it names it)."""
-
-    host: str | None  # None in a store older than format 4
-    pid: int | None  # None: no process holds it
-    start: str | None
-
-
 class WorkflowBrief(NamedTuple):
     """A workflow as shell completion shows it."""
 
@@ -135,17 +127,26 @@ def rev(conn: Conn, workflow_id: str) -> int | None:
     return row[0] if row else None
 
 
-def owner(conn: Conn, workflow_id: str) -> OwnerRow | None:
-    """The process that holds the workflow; None if there is no such workflow. (Inside a
-    write: the store is at the current format.)"""
-    row = conn.execute("SELECT owner_host, owner_pid, owner_start FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
-    return OwnerRow(*row) if row else None
-
-
-def renew_lease(conn: Conn, workflow_id: str, until: str) -> None:
-    """Extend the owner's lease on the workflow (the caller checked, in this transaction, that it
-    holds it). Not a change of the workflow: neither `rev` nor `updated_at` moves."""
-    conn.execute("UPDATE workflows SET owner_lease = ? WHERE id = ?", (until, workflow_id))
+def renew_lease(
+    conn: Conn, workflow_id: str, owner: tuple[str, int, str | None], until: str, change: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> bool:
+    """Extend `owner`'s lease on the workflow (host, pid, start time) if it still holds it:
+    whether it does. One statement both asks and renews. By itself not a change of the workflow
+    (neither `rev` nor `updated_at` moves); with `change` (columns, maybe none) and `at`, it is
+    that change too, made in the same statement, as `set_workflow` makes it."""
+    same = "IS NOT DISTINCT FROM" if dialect(conn) == POSTGRES else "IS"
+    sets, values = "", []
+    if change is not None:
+        _check(change, WorkflowRow._fields)
+        sets = "".join(f", {c} = ?" for c in change) + ", updated_at = ?, rev = rev + 1"
+        values = [*change.values(), at]
+    renewed = conn.execute(
+        f"UPDATE workflows SET owner_lease = ?{sets} WHERE id = ? AND owner_host {same} ? AND owner_pid {same} ? "
+        f"AND owner_start {same} ?",
+        (until, *values, workflow_id, *owner),
+    )
+    return renewed.rowcount == 1
 
 
 def now(conn: Conn) -> str:
@@ -227,13 +228,20 @@ def set_workflow(conn: Conn, workflow_id: str, at: str, **columns: Any) -> None:
     )
 
 
-def set_step(conn: Conn, workflow_id: str, idx: int, at: str, **columns: Any) -> None:
-    """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too."""
+def set_step(conn: Conn, workflow_id: str, idx: int, at: str, workflow: dict[str, Any] | None = None, **columns: Any) -> None:
+    """Change columns of a step (dicts are stored as JSON); the workflow's `rev` moves too, in
+    the statement that sets its `workflow` columns, if any."""
+    set_step_alone(conn, workflow_id, idx, **columns)
+    set_workflow(conn, workflow_id, at, **(workflow or {}))
+
+
+def set_step_alone(conn: Conn, workflow_id: str, idx: int, **columns: Any) -> None:
+    """Change columns of a step, not its workflow's row: only in a transaction that changes that
+    row too (`set_workflow`), whose `rev` then moves for both."""
     _check(columns, StepRow._fields)
     values = [_json(v) if isinstance(v, dict) else v for v in columns.values()]
     sets = ", ".join(f"{c} = ?" for c in columns)
     conn.execute(f"UPDATE workflow_steps SET {sets} WHERE workflow = ? AND idx = ?", (*values, workflow_id, idx))
-    set_workflow(conn, workflow_id, at)
 
 
 def _check(columns: dict[str, Any], known: tuple[str, ...]) -> None:

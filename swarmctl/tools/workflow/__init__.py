@@ -8,6 +8,8 @@ rolled back after a preview of its blast radius. Where each part lives:
     records.py       a workflow as read from the store, what a saved state means now (liveness),
                      and saving changes (the SQL is in swarmctl/store/workflows.py)
     process.py       running a command with a timeout (liveness of pids: swarmctl/pids.py)
+    group.py         where a run's commands start: a process group saved before each command
+                     starts, led by a holder process, and the files their output goes to
     execute.py       carrying out steps: running forward, undoing in a rollback
     rollback.py      `workflow rollback`: the preview, and the confirmation that acts on it
     blast_radius.py  what a rollback would do, its fingerprint, and what blocks it

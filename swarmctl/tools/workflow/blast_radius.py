@@ -251,9 +251,10 @@ def blockers(
             f"then pass --acknowledge-unknown-effects STEP (or {ACKNOWLEDGE_ALL})",
             unacknowledged,
         ))
+    by_name = {s.name: s for s in wf.steps}  # not wf.step() per entry: that is a walk of the steps each
     for e in lists["would_roll_back"]:
         if isinstance(e.undo, UndoByCommand):
-            step = wf.step(e.step)
+            step = by_name[e.step]
             missing = definition.missing_references(step.spec, environ)
             if missing:
                 found.append(MissingEnvBlocker(

@@ -2,14 +2,17 @@
 
 The rules this module keeps:
 - Each change of a step's state is one `Store.write()` transaction, and the store's write lock
-  is never held while a command runs.
+  is never held while a command runs. A command's outcome is saved by the next transaction,
+  which comes before anything else runs: the next step's start (so one transaction a step),
+  the workflow's release, or the interrupted step.
 - A command step is saved `running` (with this process's pid and start time, and the
-  command's process group) once its process exists but before the command proper starts
-  (process.py's gate: a swarmctl killed before that commit leaves a gate that never opens),
-  and with its outcome after; during a rollback, `undoing` and the outcome after. A swarmctl killed in between leaves the step in flight: while the command's
-  group lives on, readers see it still `running` and nothing may run it (or its rollback)
-  again; once both are gone, `interrupted`: its effect is unknown, and it is never re-run
-  silently. On Ctrl-C or SIGTERM the group is killed and the step saved `interrupted` first.
+  process group its command will start in) before the command starts (process.py: a swarmctl
+  killed before that commit starts no command), and with its outcome after; during a
+  rollback, `undoing` and the outcome after. A swarmctl killed in between leaves the step in
+  flight: while the command's group lives on, readers see it still `running` and nothing may
+  run it (or its rollback) again; once both are gone, `interrupted`: its effect is unknown,
+  and it is never re-run silently. On Ctrl-C or SIGTERM the group is killed and the step
+  saved `interrupted` first.
 - A store step (and the undo of one) is a single transaction: its op and its new status
   commit together, so there is no moment at which its effect is unknown.
 - Every transaction first checks that this process still owns the workflow (`_owned_write`);
@@ -82,21 +85,55 @@ class Executor:
         self.progress = progress
         self.me = hosts.me()
         self.environ: Mapping[str, str] = dict(os.environ)
+        # The store's password goes to a command only where its step's `env` names it.
+        self.command_env = without_store_password(self.environ)
+        self.inherits = self.command_env == self.environ  # then a command without `env` inherits it as it is
+        self.commands = process.CommandGroup()  # where this run's commands start, one at a time
+        # A command's outcome, written by the next transaction (`_owned_write`) before its own
+        # change, which also moves the workflow's `rev` (every one that finds an outcome unsaved
+        # changes the workflow row: the next step's start, a release, `_saving_the_last`).
+        self._unsaved: Callable[[Writer], None] | None = None
+        self.lease_s = hosts.lease_s()
+        self.base_dir = Path(wf.base_dir)  # where its commands run
+        self._hidden: dict[int, list[str]] = {}  # by step: what its `${env:...}` references resolve to
 
     # --- ownership ---------------------------------------------------------------------------
 
     @contextmanager
-    def _owned_write(self) -> Iterator[Writer]:
+    def _owned_write(self, change: dict[str, Any] | None = None) -> Iterator[Writer]:
         """A write transaction, once it is checked that this process still owns the workflow
-        (nobody took it over): LostOwnership otherwise."""
+        (nobody took it over): LostOwnership otherwise. The check renews its lease (swarmctl/hosts.py)
+        and makes `change` to the workflow's row (columns, maybe none: its `rev` moves), in one
+        statement."""
         with self.store.write(self.actor) as w:
-            if rows.owner(w.conn, self.wf.id) != tuple(self.me):
+            lease = hosts.lease_until(w.at, self.lease_s)
+            if not rows.renew_lease(w.conn, self.wf.id, self.me, lease, change, w.at):
                 raise LostOwnership(self.wf.id)
-            rows.renew_lease(w.conn, self.wf.id, hosts.lease_until(w.at))  # while it does (swarmctl/hosts.py)
+            if self._unsaved is not None:
+                self._unsaved(w)
             yield w
+        self._unsaved = None  # committed
 
-    def _set(self, w: Writer, step: Step, **columns: Any) -> None:
-        records.set_step(w, self.wf.id, step.idx, **columns)
+    def _save_later(self, save: Callable[[Writer], None]) -> None:
+        self._unsaved = save
+
+    @contextmanager
+    def _saving_the_last(self) -> Iterator[None]:
+        """Whatever stops the executor early: the outcome of the command that ended before it
+        is saved first (if this process still holds the workflow and the store answers)."""
+        try:
+            yield
+        except BaseException:
+            if self._unsaved is not None:
+                try:
+                    with self._owned_write() as w:
+                        records.set_workflow(w, self.wf.id)  # the outcome's change of the workflow
+                except (LostOwnership, SwarmError):
+                    pass
+            raise
+
+    def _set(self, w: Writer, step: Step, workflow: dict[str, Any] | None = None, **columns: Any) -> None:
+        records.set_step(w, self.wf.id, step.idx, workflow, **columns)
 
     @contextmanager
     def _lost_as_error(self) -> Iterator[None]:
@@ -142,7 +179,7 @@ class Executor:
     def run(self) -> Step | None:
         """Run the pending steps in order. Returns the step that failed, or None; the workflow
         ends `completed`, `awaiting_approval` (at a gate not yet approved) or `failed`."""
-        with self._lost_as_error():
+        with self._lost_as_error(), self.commands, process.terminate_as_interrupt(), self._saving_the_last():
             return self._run()
 
     def _run(self) -> Step | None:
@@ -177,8 +214,7 @@ class Executor:
                 op, moves = self._store_change(w, step)
                 result = {"ref_moves": moves}
                 self._set(w, step, status="success", op=op, result=result, started_at=w.at, finished_at=w.at,
-                          attempts=step.attempts + 1)
-                records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
+                          attempts=step.attempts + 1, workflow={"state": "running", "cursor": step.idx})
             step.status, step.op, step.result = "success", op, result
         except SwarmError as exc:
             result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details, "hint": exc.hint}}
@@ -201,59 +237,66 @@ class Executor:
         return deleted.op, [{"name": deleted.name, "old": deleted.old, "new": None}]
 
     def _run_command(self, step: Step) -> None:
-        def begin(w: Writer) -> None:  # the step is running: saved with its command's group
-            self._set(w, step, status="running", pid=self.me.pid, pid_start=self.me.start, started_at=w.at,
-                      finished_at=None, result=None, interrupted_during=None, attempts=step.attempts + 1)
-            records.set_workflow(w, self.wf.id, state="running", cursor=step.idx)
+        def begin(w: Writer, **group: Any) -> None:  # the step is running: saved with its command's group
+            records.set_step_alone(w, self.wf.id, step.idx, status="running", pid=self.me.pid, pid_start=self.me.start,
+                                   started_at=w.at, finished_at=None, result=None, interrupted_during=None,
+                                   attempts=step.attempts + 1, **group)
 
-        outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running")
+        outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running",
+                                change={"state": "running", "cursor": step.idx})
         result = self._outcome(step, outcome)
         status = "success" if outcome.ok else "failed"
-        with self._owned_write() as w:
-            if step.status != "running":  # it never started (no such program): one state change
-                begin(w)
-            self._set(w, step, status=status, finished_at=w.at, result=result, **records.NO_PROCESS)
+        began = step.status == "running"
+
+        def save(w: Writer) -> None:
+            if not began:  # its group was never saved (no holder could start): one state change, as the
+                begin(w)   # transaction's own change to the workflow (the run stops there) moves its rev
+            records.set_step_alone(w, self.wf.id, step.idx, status=status, finished_at=w.at, result=result,
+                                   **records.NO_PROCESS)
+
+        self._save_later(save)
         step.status, step.result = status, result
 
     def _command(
-        self, step: Step, argv: list[str], *, during: str, begin: Callable[[Writer], None], status: str
+        self, step: Step, argv: list[str], *, during: str, begin: Callable[..., None], status: str,
+        change: dict[str, Any],
     ) -> process.CommandOutcome:
-        """Run the step's `run` or `rollback` argv. Once its process exists, and before the
-        command proper starts, one transaction saves the step `status` (what `begin` writes)
-        with the process group, so that a reader can tell it still runs after this process is
-        gone. On Ctrl-C or SIGTERM the group is killed, the step saved `interrupted` (if this
-        process still holds the workflow) and the KeyboardInterrupt re-raised."""
+        """Run the step's `run` or `rollback` argv. Before the command starts, one transaction
+        saves the step `status` (what `begin` writes of the step, given the group's columns; and
+        `change` of the workflow) with the process group it starts in, so that a reader can tell
+        it still runs after this process is gone.
+        On Ctrl-C or SIGTERM (`process.terminate_as_interrupt`, around the whole run) the group
+        is killed, the step saved `interrupted` (if this process still holds the workflow) and
+        the KeyboardInterrupt re-raised."""
         spec = step.spec
+        self._hidden[step.idx] = definition.resolved_values(spec, self.environ)  # its output is scrubbed of them
         short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
         if short:
             self.ctx.warn(
                 f"step {step.name}: ${{env:{short[0]}}}{' and others' if len(short) > 1 else ''} is shorter than "
                 f"{MIN_SCRUB_LEN} characters, too short to be scrubbed from the step's output: use a longer secret"
             )
-        # The store's password goes to a command only where its step's `env` names it.
-        env = {
-            **without_store_password(self.environ),
-            **{k: definition.expand(v, self.environ) for k, v in spec.get("env", {}).items()},
-        }
+        env = self.command_env
+        if spec.get("env"):
+            env = {**env, **{k: definition.expand(v, self.environ) for k, v in spec["env"].items()}}
 
         def started(group: pids.ProcessId) -> None:
-            with self._owned_write() as w:
-                begin(w)
-                self._set(w, step, command_pid=group.pid, command_start=group.start)
+            with self._owned_write(change) as w:
+                begin(w, command_pid=group.pid, command_start=group.start)
             step.status = status
 
         try:
-            with process.terminate_as_interrupt():
-                return process.run_command(
-                    [definition.expand(a, self.environ) for a in argv],
-                    cwd=Path(self.wf.base_dir),
-                    env=env,
-                    timeout_s=spec["timeout_s"],
-                    on_start=started,
-                    hidden=definition.resolved_values(step.spec, self.environ),
-                    tick=(self.renew, hosts.lease_s() / 3),
-                    inherit_env=env == self.environ,  # no `env`, no store password: its own, as it is
-                )
+            return process.run_command(
+                [definition.expand(a, self.environ) for a in argv],
+                cwd=self.base_dir,
+                env=env,
+                timeout_s=spec["timeout_s"],
+                group=self.commands,
+                on_start=started,
+                hidden=self._hidden[step.idx],
+                tick=(self.renew, self.lease_s / 3),
+                inherit_env=env is self.command_env and self.inherits,
+            )
         except KeyboardInterrupt:
             self._save_interrupted(step, during)
             raise
@@ -274,7 +317,7 @@ class Executor:
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
         it printed as `SECRET_KEY=value`."""
-        hidden = definition.resolved_values(step.spec, self.environ)
+        hidden = self._hidden[step.idx]
 
         def clean(text: str | None) -> str | None:
             return redact_text(scrub_values(text, hidden))
@@ -294,8 +337,9 @@ class Executor:
 
     def roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
-        rest. Returns one result per step."""
-        with self._lost_as_error():
+        rest. Returns one result per step; the last one's outcome is saved by `release`, which
+        must follow."""
+        with self._lost_as_error(), self.commands, process.terminate_as_interrupt(), self._saving_the_last():
             return self._roll_back(entries)
 
     def _roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:
@@ -334,13 +378,15 @@ class Executor:
             )
 
     def _undo_command(self, step: Step) -> CommandUndone:
-        def begin(w: Writer) -> None:  # the step is undoing: saved with its command's group
-            self._set(w, step, status="undoing", pid=self.me.pid, pid_start=self.me.start, undo_result={"started_at": w.at})
+        def begin(w: Writer, **group: Any) -> None:  # the step is undoing: saved with its command's group
+            records.set_step_alone(w, self.wf.id, step.idx, status="undoing", pid=self.me.pid, pid_start=self.me.start,
+                                   undo_result={"started_at": w.at}, **group)
 
-        outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing")
+        outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing", change={})
         kept = self._outcome(step, outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
-        with self._owned_write() as w:
-            self._set(w, step, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS)
+        self._save_later(lambda w: records.set_step_alone(
+            w, self.wf.id, step.idx, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS
+        ))
         step.status = status
         return CommandUndone(step=step.name, index=step.idx, kind=step.kind, status=status, **kept)

@@ -1,16 +1,18 @@
 """Running a workflow's commands. (Whether a process named in the store still lives is
-swarmctl/pids.py's question.)
+swarmctl/pids.py's question; where a run's commands start, group.py's.)
 
-Commands run with an argv (never parsed by a shell), in their own process group, with the
-workflow's directory as working directory and the environment of swarmctl plus the step's
-`env`. Their output goes to temporary files, so a chatty command cannot fill memory or block
-on a pipe; only the tails are kept. On timeout the whole group gets SIGTERM, then SIGKILL.
+Commands run with an argv (never parsed by a shell), with the workflow's directory as working
+directory, the environment of swarmctl plus the step's `env`, and stdin from /dev/null. Their
+output goes to temporary files, so a chatty command cannot fill memory or block on a pipe;
+only the tails are kept. On timeout the whole process group gets SIGTERM, then SIGKILL.
 
-A command starts behind a gate, so that no command runs whose process group the store does not
-know: a fixed /bin/sh script waits for one line on its stdin and then execs the argv (`exec
-"$@"`: the arguments are passed, never parsed). `run_command` first hands the new group to
-`on_start` (the executor saves it with the step), then opens the gate. If swarmctl dies before
-that, the gate reads end-of-file and the command never starts.
+No command runs whose process group the store does not know. A command starts in a process
+group that exists before it does, led by a holder process (group.py's `CommandGroup`):
+`run_command` first hands the group to `on_start` (the executor saves it with the step), then
+starts the command straight into it. If swarmctl dies before that, no command starts: the
+holder ends with swarmctl, and the step saved `running` reads `interrupted` (its effect is
+unknown, though nothing ran). If swarmctl dies while the command runs, the group lives on with
+the command (and what it started), and the step reads `running` until they end.
 
 While a command runs, SIGTERM to swarmctl raises KeyboardInterrupt, as Ctrl-C does: the group
 is killed, the caller saves the step, and the interrupt goes on to the door.
@@ -26,6 +28,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from swarmctl import pids, secrets
 from swarmctl.envelope import Terminated
+from swarmctl.tools.workflow.group import CommandGroup
 
 TAIL_BYTES = 4096
 # How much of the end of an output is scrubbed of secrets before its tail is cut from it: a
@@ -83,79 +86,90 @@ def program_problem(argv0: str, base_dir: Path, environ: Mapping[str, str]) -> s
     return None
 
 
-_GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@" </dev/null'
-
-
 def run_command(
     argv: list[str],
     *,
     cwd: Path,
     env: Mapping[str, str],
     timeout_s: float,
+    group: CommandGroup | None = None,
     on_start: Callable[[pids.ProcessId], None] | None = None,
     hidden: Sequence[str] = (),
     tick: tuple[Callable[[], None], float] | None = None,
     inherit_env: bool = False,
 ) -> CommandOutcome:
-    """Run `argv` to completion or timeout. `inherit_env`: `env` is this process's own
-    environment, which the command inherits (as it is: passing a copy costs more). `on_start` gets the command's process group (its
-    leader) before the command starts; if it raises, the command never starts. `tick`, a
-    function and a period in seconds, is called every period while the command runs. Any exception
-    while the command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group
-    and propagates. The output tails keep nothing of `hidden` (values to scrub, in any of their
+    """Run `argv` to completion or timeout, in `group` (a group of its own when None).
+    `inherit_env`: `env` is this process's own environment, which the command inherits (as it
+    is: passing a copy costs more). `on_start` gets the command's process group (its leader)
+    before the command starts; if it raises, the command never starts. `tick`, a function and a
+    period in seconds, is called every period while the command runs. Any exception while the
+    command runs (KeyboardInterrupt, see `terminate_as_interrupt`) kills the group and
+    propagates. The output tails keep nothing of `hidden` (values to scrub, in any of their
     encodings) nor of a value assigned to a secret-named key (`secrets.redact_text`)."""
-    import subprocess
-    import tempfile
-
+    if group is None:
+        with CommandGroup() as own:
+            return run_command(argv, cwd=cwd, env=env, timeout_s=timeout_s, group=own, on_start=on_start,
+                               hidden=hidden, tick=tick, inherit_env=inherit_env)
     started = time.monotonic()
-    problem = program_problem(argv[0], cwd, env)
-    if problem:
+    try:
+        proc = _start(argv, cwd, None if inherit_env else env, group, on_start)
+    except OSError as exc:  # only now is it worth asking why (a PATH search costs)
+        problem = program_problem(argv[0], cwd, env) or exc.strerror or str(exc)
         return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
-    gate_out, gate_in = os.pipe()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    timed_out = _wait_or_kill(proc, group, timeout_s, tick)
+    outcome = _finished(proc, timed_out, started, group.stdout.file, group.stderr.file, hidden)
+    group.stdout.done()
+    group.stderr.done()
+    return outcome
+
+
+def _start(
+    argv: list[str], cwd: Path, env: Mapping[str, str] | None, group: CommandGroup,
+    on_start: Callable[[pids.ProcessId], None] | None,
+) -> Any:
+    """Hand the group to `on_start`, then start the command in it. A group whose holder was
+    reaped before the command could join it is gone: the command goes into a new one, handed
+    to `on_start` first."""
+    import subprocess
+
+    for attempt in (1, 2):
+        leader = group.ready()
+        if on_start is not None:
+            on_start(leader)
+        out, err = group.stdout.for_command(), group.stderr.for_command()
         try:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", _GATE, "swarmctl-step", resolve_program(argv[0], cwd), *argv[1:]],
+            return subprocess.Popen(
+                [resolve_program(argv[0], cwd), *argv[1:]],
                 cwd=cwd,
-                env=None if inherit_env else dict(env),
-                stdin=gate_out,
+                env=None if env is None else dict(env),
+                stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                start_new_session=True,  # its own process group, which a timeout kills whole
+                process_group=leader.pid,
             )
-        except OSError as exc:
-            os.close(gate_in)
-            return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {exc.strerror or exc}")
+        except PermissionError:  # EPERM from joining a group that is gone (EACCES: not executable)
+            if attempt == 2 or group.ready() == leader:
+                raise
         finally:
-            os.close(gate_out)
-        timed_out = _start_and_wait(proc, gate_in, on_start, timeout_s, tick)
-        return _finished(proc, timed_out, started, out, err, hidden)
+            os.close(out)
+            os.close(err)
+    raise AssertionError("unreachable")
 
 
-def _start_and_wait(
-    proc: Any, gate_in: int, on_start: Callable[[pids.ProcessId], None] | None, timeout_s: float,
-    tick: tuple[Callable[[], None], float] | None,
-) -> bool:
-    """Hand the group to `on_start`, open the gate, wait: whether it timed out (and was killed)."""
+def _wait_or_kill(proc: Any, group: CommandGroup, timeout_s: float, tick: tuple[Callable[[], None], float] | None) -> bool:
+    """Wait for the command: whether it timed out (and its group was killed)."""
     import subprocess
 
+    pgid = group.leader.pid if group.leader is not None else proc.pid
     try:
-        try:
-            if on_start is not None:
-                on_start(pids.ProcessId(proc.pid, pids.start_time(proc.pid)))
-            try:
-                os.write(gate_in, b"go\n")
-            except BrokenPipeError:  # the gate is gone (killed from outside): wait tells how
-                pass
-        finally:
-            os.close(gate_in)
         _wait(proc, timeout_s, tick)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        _kill_group(proc, pgid)
         return True
     except BaseException:
-        _kill_group(proc)
+        _kill_group(proc, pgid)
         raise
+    group.ended(proc.pid)
     return False
 
 
@@ -246,16 +260,16 @@ def _exited(proc: Any, within_s: float) -> bool:
         return False
 
 
-def _kill_group(proc: Any) -> None:
-    """SIGTERM to the command's group; SIGKILL to what is left of it once the leader ends, or
-    after KILL_GRACE_S; then wait until every process of the group has ended, so that a caller
-    (and whoever reads the step next) never sees a killed command still running."""
+def _kill_group(proc: Any, pgid: int) -> None:
+    """SIGTERM to the command's group (its holder too); SIGKILL to what is left of it once the
+    command ends, or after KILL_GRACE_S; then wait until every process of the group has ended,
+    so that a caller (and whoever reads the step next) never sees a killed command still running."""
     import signal
     import subprocess
 
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:
-            os.killpg(proc.pid, sig)
+            os.killpg(pgid, sig)
         except ProcessLookupError:
             pass
         try:
@@ -264,16 +278,18 @@ def _kill_group(proc: Any) -> None:
         except subprocess.TimeoutExpired:
             continue
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the leader is gone; nothing else of its group lingers
+        os.killpg(pgid, signal.SIGKILL)  # the command is gone; nothing else of its group lingers
     except ProcessLookupError:
         pass
-    pids.wait_group_gone(proc.pid, KILLED_GONE_S)
+    pids.wait_group_gone(pgid, KILLED_GONE_S)
 
 
 def _tail(f: Any, hidden: Sequence[str]) -> str:
     """The last TAIL_BYTES of an output, scrubbed before it is cut; at each cut, what is left
     of a hidden value is hidden too."""
     size = f.seek(0, os.SEEK_END)
+    if size == 0:
+        return ""
     f.seek(max(0, size - SCRUB_BYTES))
     text = f.read().decode("utf-8", errors="replace")
     if size > SCRUB_BYTES:

@@ -285,8 +285,15 @@ def set_workflow(w: Writer, wf_id: str, **columns: Any) -> None:
     rows.set_workflow(w.conn, wf_id, w.at, **columns)
 
 
-def set_step(w: Writer, wf_id: str, idx: int, **columns: Any) -> None:
-    rows.set_step(w.conn, wf_id, idx, w.at, **columns)
+def set_step(w: Writer, wf_id: str, idx: int, workflow: dict[str, Any] | None = None, **columns: Any) -> None:
+    """Change columns of a step, and of its workflow (`workflow`) in the same breath."""
+    rows.set_step(w.conn, wf_id, idx, w.at, workflow, **columns)
+
+
+def set_step_alone(w: Writer, wf_id: str, idx: int, **columns: Any) -> None:
+    """Change columns of a step, in a transaction that goes on to change its workflow's row
+    (which moves `rev` for both): see store/workflows.py."""
+    rows.set_step_alone(w.conn, wf_id, idx, **columns)
 
 
 def claim(w: Writer, wf_id: str, state: str, me: hosts.Owner, **columns: Any) -> None:
