@@ -10,8 +10,6 @@ of the field's type is checked (an int for a Range, a string for a Literal, a st
 or object for a length).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import types
 import typing

@@ -115,7 +115,7 @@ class Context:
             return self._auth
         if self._db_auth is not None:
             return self._db_auth
-        return "trust" if self.actor and names.ACTOR_RE.match(self.actor) else "none"
+        return "trust" if self.actor and names.is_actor(self.actor) else "none"
 
     @property
     def repo_path(self) -> str | None:

@@ -4,8 +4,6 @@ This module is the single place where error codes, their exit codes and the enve
 shape are decided. It imports nothing slow: every command goes through it.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Any, NamedTuple
 

@@ -154,8 +154,9 @@ def _utf8_len(text: str, limit: int) -> int:
 
 # Strings are skipped (a bracket inside one is text); what is left is counted as steps of +1
 # and -1, in C (bytes.translate, itertools.accumulate), so 16 MiB of brackets takes a moment.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+# (Patterns as text, compiled by `re` when first used: most calls never get this far.)
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"?'
+_NOT_BRACKET = r"[^\[\]{}]+"
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
@@ -163,7 +164,7 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
     """Whether JSON `text` nests arrays and objects deeper than `limit` (strings skipped)."""
     if text.count("[") + text.count("{") <= limit:
         return False  # not that many openings even counting those inside strings: a small call's case
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    brackets = re.sub(_NOT_BRACKET, "", re.sub(_STRING, "", text, flags=re.S))
     if brackets.count("[") + brackets.count("{") <= limit:
         return False
     from array import array  # here: only a deeply nested text gets this far

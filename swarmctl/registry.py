@@ -23,7 +23,7 @@ AREAS: dict[str, str | tuple[str, ...]] = {
     "store": "swarmctl.tools.store",
     "changeset": "swarmctl.tools.changeset",
     "ref": "swarmctl.tools.ref",
-    "op": ("swarmctl.tools.op", "swarmctl.tools.revert", "swarmctl.tools.restore"),
+    "op": ("swarmctl.tools.op", "swarmctl.tools.undo", "swarmctl.tools.revert", "swarmctl.tools.restore"),
     "tx": "swarmctl.tools.tx",
     "schema": "swarmctl.tools.schema",
     "workflow": "swarmctl.tools.workflow",

@@ -15,8 +15,6 @@ at the JSON doors (`swarmctl/fields.py`): `json_aliases`, other names the field 
 (`acknowledge_unknown_effects: true` is `["all"]`). Say both in the field's description.
 """
 
-from __future__ import annotations
-
 import dataclasses
 from typing import Any, Callable, Literal, NamedTuple
 
@@ -50,7 +48,8 @@ Complete = Literal["ops", "refs", "changesets", "workflows", "steps", "schema_ty
 
 
 # The records below are NamedTuples rather than dataclasses: every command defines them, and a
-# NamedTuple costs a sixth of a frozen dataclass to define.
+# NamedTuple costs a sixth of a frozen dataclass to define. (Nor are this module's annotations
+# postponed: typing.NamedTuple would compile each one given as text, a third of its cost.)
 
 
 class Cli(NamedTuple):
@@ -189,7 +188,7 @@ class Address(NamedTuple):
                 options += [flag, str(value)]
         return ["swarmctl", *self.cli, *positional, *options]
 
-    def tool(self, run: Callable[..., Any], annotations: Annotations, title: str, summary: str, **rest: Any) -> Tool:
+    def tool(self, run: Callable[..., Any], annotations: Annotations, title: str, summary: str, **rest: Any) -> "Tool":
         """The registry entry of the tool at this address, run by `run`: its result type is the
         one `run` returns, and it changes the store (`mutates`) unless `annotations` say it only
         reads. `rest`: the entry's other fields, where they differ from Tool's defaults."""

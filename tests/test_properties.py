@@ -3,6 +3,7 @@ against the store's invariants (one well-formed envelope each, the exit code of 
 nothing written by a failure, a store that always passes its own consistency check)."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -68,6 +69,17 @@ def test_ref_names_git_cannot_be_asked_about():
     assert names.ref_name_problem("a/-b") is None and git_accepts("a/-b")
     assert names.ref_name_problem("a" * 255) is None and names.ref_name_problem("a" * 256) is not None
 
+
+
+def test_a_forbidden_character_is_named_as_git_forbids_it():
+    """names.py checks a ref name's characters with a set, not a pattern: the same characters
+    as git's rule (controls, space, DEL, ~ ^ : ? * [ \\), and the first one is named."""
+    git_forbids = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+    for code in range(0x300):
+        c = chr(code)
+        expected = f"it contains the character {c!r}" if git_forbids.match(c) else None
+        assert names.ref_name_problem(f"a{c}b") == expected, repr(c)
+    assert names.ref_name_problem("a:b c") == "it contains the character ':'"
 
 # --- random command sequences --------------------------------------------------------------------
 

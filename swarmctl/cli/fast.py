@@ -16,8 +16,6 @@ parsers give the same request, or this one declines: tests/test_fast_parse.py ho
 for every example and parity case and for variants of each.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import errno
 import os

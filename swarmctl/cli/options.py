@@ -8,8 +8,6 @@ kubectl accept theirs), the options `swarmctl mcp` takes itself (`swarmctl mcp -
 command word before Typer parses (cli/prescan.py), and `Globals`, where a command finds them.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, NamedTuple
 
 

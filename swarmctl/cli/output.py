@@ -113,7 +113,7 @@ def _write(text: str) -> None:
     valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
     JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
     if not is_utf8(text):
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = re.sub(_LONE_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", text)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -123,7 +123,7 @@ def _write(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = "[\ud800-\udfff]"  # compiled by `re` when first used: rarely
 
 
 def is_utf8(text: str) -> bool:

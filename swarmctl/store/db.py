@@ -8,14 +8,13 @@ are the backend's: swarmctl/store/sqlite.py and swarmctl/store/postgres/.
 from __future__ import annotations
 
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import limits
 from swarmctl.envelope import SwarmError
-from swarmctl.store import conflicts, faults, policies
+from swarmctl.store import faults  # policies and conflicts: imported by a write, a read needs neither
 from swarmctl.store.rows import ChangesetRow, MoveRow, OpHead
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
@@ -296,6 +295,7 @@ class Writer:
     def policy(self) -> rules.Policy | None:
         """The store's policy in force, read once per transaction (None: it has none)."""
         if self._policy is False:
+            from swarmctl.store import policies
             self._policy = policies.current(self.conn, self.stored_format)
         return self._policy  # type: ignore[return-value]
 
@@ -330,9 +330,9 @@ class Writer:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
         self.refuse_forbidden_moves(m.name for m in moves)
         targets = _refuse_if_damaged(self.conn, moves, self.store._head_is_own())
-        # A guard: every caller reads the refs inside this transaction, so a conflict here is a
-        # bug in the caller (the tools check first, to say more in their own error).
+        # A guard: callers read the refs in this transaction and check first; a conflict is their bug.
         if any(targets[m.name] != m.old for m in moves):
+            from swarmctl.store import conflicts
             raise conflicts.cas_mismatch(conflicts.find(self.conn, moves, since=None))
         op = self.conn.execute(
             "INSERT INTO ops(op, kind, actor, at, description, undoes) VALUES (?, ?, ?, ?, ?, ?) RETURNING op",

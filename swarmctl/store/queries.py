@@ -3,8 +3,6 @@ values or typed rows (rows.py; txs.py and workflows.py have their own); none of
 them writes. Every query here is bounded by an index, so its cost does not grow with the length
 of the op log."""
 
-from __future__ import annotations
-
 import json
 from typing import Iterable, NamedTuple
 

@@ -5,8 +5,6 @@ A format-1 store, read as it is (reads never upgrade a store), may have no `op_r
 the reads below then find no reverts, as is true of such a store.
 """
 
-from __future__ import annotations
-
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl.store.sql import Conn

@@ -1,7 +1,8 @@
 """The typed rows the reads of queries.py return (txs.py and workflows.py declare their own):
-NamedTuples, so a caller names each field, and a row unpacks as the tuple it was."""
+NamedTuples, so a caller names each field, and a row unpacks as the tuple it was.
 
-from __future__ import annotations
+No `from __future__ import annotations` here: typing.NamedTuple compiles each field's
+annotation given as text, which makes defining these rows, at every start, a third dearer."""
 
 from typing import Any, NamedTuple
 

@@ -56,7 +56,7 @@ def starts_with(conn: Conn, column: str, prefix: str) -> tuple[str, str]:
     return f"{column} GLOB ?", escaped + "*"
 
 
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_NAMED = r"(?<![:\w]):([A-Za-z_]\w*)"  # compiled by `re` when first used: PostgreSQL only
 _cache: dict[tuple[str, bool], str] = {}
 
 
@@ -69,7 +69,7 @@ def to_pyformat(sql: str, named: bool) -> str:
     found = _cache.get(key)
     if found is None:
         text = sql.replace("%", "%%")
-        text = _NAMED.sub(r"%(\1)s", text) if named else text.replace("?", "%s")
+        text = re.sub(_NAMED, r"%(\1)s", text) if named else text.replace("?", "%s")
         found = _cache[key] = text
     return found
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Call, Cli, Range, result_type
+from swarmctl.spec import Call, Cli, Range, arg, result_type
 from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
 
 OpNumber = Annotated[int, Range(1)]
@@ -18,6 +18,14 @@ OpSpec = OpNumber | Literal["@"]
 # Positional arguments: a ref's name (NAME), and the changeset it is to name (TARGET).
 REF_NAME_CLI = Cli(positional=True, metavar="NAME", complete="refs")
 TARGET_CLI = Cli(positional=True, metavar="TARGET", complete="changesets")
+
+
+def op_arg(what: str) -> OpSpec:
+    """The field of a request that names one op (`op show OP`, `op undo OP`)."""
+    return arg(
+        description=f"{what}: its number in the op log, or `@` for the newest op by the calling actor.",
+        cli=Cli(positional=True, metavar="OP", complete="ops"),
+    )
 
 
 @result_type

@@ -1,24 +1,18 @@
 """The op log: list, show, undo, revert and restore operations.
 
-This module defines `op log`, `op show` and `op undo`; `op revert` and `op restore` are in
-revert.py and restore.py (registry.AREAS). The first paragraph here is `swarmctl op --help`'s.
-
-Why this module is long: it declares three tools whole, each with its request and result types,
-its function and its examples (EXAMPLES, every one a parity case), as an area module does.
+This module defines `op log` and `op show`; `op undo`, `op revert` and `op restore` are in
+undo.py, revert.py and restore.py (registry.AREAS), so that the commonest reads build no
+undo's types at start. The first paragraph here is `swarmctl op --help`'s.
 """
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
-from swarmctl.envelope import SwarmError
-from swarmctl.spec import READ, Annotations, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example, Call
-from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
+from swarmctl.spec import READ, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example
+from swarmctl.store import queries
 from swarmctl.store.schema import OP_KINDS
-if TYPE_CHECKING:
-    from swarmctl import policy as rules
-
-from swarmctl.tools.common import ADMINS_POLICY, SET_AGENTS, SET_PROTECT, OpNumber, OpSpec, RefMove, resolve_op
+from swarmctl.tools.common import OpNumber, OpSpec, RefMove, op_arg, resolve_op
 
 # Literal[a_tuple] is Literal[*a_tuple] at runtime, which is what pydantic and the doors read;
 # tests/test_op_log.py checks that the two agree.
@@ -56,30 +50,7 @@ class OpLogResult:
     next_after: int | None
 
 
-@result_type
-class UndoMove:
-    name: str
-    new: str | None
-    actor: str
-    at: str
-
-
-@result_type
-class UndoResult:
-    undone: int
-    op: int | None
-    ref_moves: list[UndoMove]
-    already_applied: bool
-
-
 # --- requests --------------------------------------------------------------------------------
-
-
-def _op_arg(what: str) -> OpSpec:
-    return arg(
-        description=f"{what}: its number in the op log, or `@` for the newest op by the calling actor.",
-        cli=Cli(positional=True, metavar="OP", complete="ops"),
-    )
 
 
 @request_type
@@ -114,16 +85,7 @@ class OpLogReq:
 class OpShowReq:
     """The op to show."""
 
-    op: OpSpec = _op_arg("The op to show")
-
-
-@request_type
-class UndoReq:
-    """`undo` (CLI `op undo`): restore every ref an operation moved to what it named before, by
-    compare-and-swap, in one transaction: all of them or none. Changesets are never removed."""
-
-    op: OpSpec = _op_arg("The operation to undo")
-    dry_run: bool = arg(False, description="Compute the result and any conflicts; write nothing.")
+    op: OpSpec = op_arg("The op to show")
 
 
 # --- the work --------------------------------------------------------------------------------
@@ -179,217 +141,6 @@ def op_show(ctx: Context, req: OpShowReq) -> OpRecord:
         return OpRecord.from_row(queries.op_records(conn, [op])[0])
 
 
-def undo(ctx: Context, req: UndoReq) -> UndoResult:
-    """Move every ref an operation moved back to what it named before, by compare-and-swap in
-    one transaction: all of them or none. A ref the op created is deleted; a ref it deleted is
-    recreated.
-
-    A ref moved since stops it (E_CAS_MISMATCH, nothing written): `error.details.conflicts`
-    lists each ref with what was expected, what is there and the later ops that moved it, and
-    `error.next` names the later op to undo first. Run again, an undo is a replay
-    (`already_applied`, the op of the undo that did it, nothing written) when every ref still
-    names what that undo left it naming; a ref moved after the undo is E_CAS_MISMATCH, with
-    `details.undone_by` and the ops that moved it, never a report of a restore that is not
-    there. An op that moved no
-    ref gives E_NOTHING_TO_UNDO. Undoing an undo redoes the original moves. `@` names the newest
-    op by the calling actor, so one agent's undo never takes back another's work by accident.
-    `--dry-run` computes the same result and conflicts and writes nothing. Changesets are never
-    removed. The undo of a `token create` revokes the token; a revocation is final, so the undo
-    of a `token revoke` (or of that undo) is E_REFUSED.
-
-    The store's policy may forbid it (E_FORBIDDEN, before any conflict, in a dry run too): a
-    ref protected from the caller, or an op of another actor (`[undo] others`). The undo of a
-    `policy_set` (or of the undo of one) puts back the policy before it: admins only, and
-    E_CAS_MISMATCH when the policy changed since (`error.next` undoes that change first).
-    """
-    actor = ctx.require_actor("an undo is made as someone, so even a --dry-run needs one") if req.dry_run else ctx.require_actor()
-    store = ctx.store()
-    if req.dry_run:
-        with store.read() as conn:
-            return plan_undo(conn, resolve_op(ctx, conn, req.op), actor, names.now())
-    with store.write(actor) as w:
-        return undo_in(w, resolve_op(ctx, w.conn, req.op))
-
-
-def plan_undo(conn: Conn, target: int, actor: str, at: str) -> UndoResult:
-    """What undoing `target` would do now, writing nothing (`op` is null unless a replay).
-
-    Raises what the undo itself would: E_NOTHING_TO_UNDO, or E_CAS_MISMATCH with the conflicts.
-    """
-    return _undo(conn, target, actor, at, writer=None)
-
-
-def undo_in(w: Writer, target: int, *, kind: str = "undo", description: str | None = None) -> UndoResult:
-    """Undo `target` inside the write transaction `w`, appending the undo op (or finding the
-    undo already in effect: a replay). Other tools that take back store effects call this."""
-    return _undo(w.conn, target, w.actor, w.at, writer=w, kind=kind, description=description)
-
-
-def _undo(
-    conn: Conn,
-    target: int,
-    actor: str,
-    at: str,
-    *,
-    writer: Writer | None,
-    kind: str = "undo",
-    description: str | None = None,
-) -> UndoResult:
-    prior = queries.undo_in_effect(conn, target)
-    record = queries.op_records(conn, [target])[0]
-    if prior is not None:
-        done = queries.op_records(conn, [prior])[0]
-        # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
-        moved = {m.name for m in record.ref_moves}
-        undone_moves = [m for m in done.ref_moves if m.name in moved]
-        _check_still_undone(conn, target, prior, undone_moves)
-        return UndoResult(
-            undone=target,
-            op=prior,
-            ref_moves=[UndoMove(m.name, m.new, done.actor, done.at) for m in undone_moves],
-            already_applied=True,
-        )
-    if record.kind in ("token_create", "token_revoke") or _undid_token_create(conn, record):
-        return _undo_token(conn, target, record, actor, at, writer=writer, description=description)
-    if policies.made_by(conn, target) is not None:
-        return _undo_policy(conn, target, record, actor, writer=writer, description=description)
-    if not record.ref_moves:
-        raise SwarmError(
-            "E_NOTHING_TO_UNDO",
-            f"op {target} ({record.kind}: {record.description}) moved no ref, so there is nothing to undo",
-            details={"op": target, "kind": record.kind},
-            hint="Changesets are never removed; only ref moves are undone.",
-        )
-    moves = [Move(m.name, old=m.new, new=m.old) for m in record.ref_moves]
-    refuse_forbidden_undo(conn, actor, target, record.actor, [m.name for m in moves])
-    _check_unmoved(conn, target, moves)
-    op = None
-    if writer is not None:
-        op = writer.append_op(kind, description or f"undo op {target}: {record.description}", moves, undoes=target)
-    return UndoResult(
-        undone=target,
-        op=op,
-        ref_moves=[UndoMove(m.name, m.new, actor, at) for m in moves],
-        already_applied=False,
-    )
-
-
-def refuse_forbidden_undo(conn: Conn, actor: str, target: int, op_actor: str, refs: list[str]) -> None:
-    """E_FORBIDDEN if the store's policy forbids `actor` to take back op `target` (made by
-    `op_actor`) or to move its refs back; asked before any compare-and-swap, so forbidden wins
-    over a conflict, and by a dry run and a rollback preview alike."""
-    policy = policies.current(conn)
-    if policy is None:
-        return
-    from swarmctl import policy as rules  # here: a store without a policy never needs its rules
-
-    rules.refuse(rules.may_undo(policy, actor, target, op_actor))
-    for ref in refs:
-        rules.refuse(rules.may_move(policy, actor, ref))
-
-
-def _undo_policy(
-    conn: Conn, target: int, record: dict, actor: str, *, writer: Writer | None, description: str | None
-) -> UndoResult:
-    """The undo of an op that changed the policy (a `policy_set`, or the undo of one) puts back
-    the policy before it: admins only, and by compare-and-swap on the policy's version (a later
-    change of the policy stops it, unless it was taken back since)."""
-    from swarmctl import policy as rules
-
-    rules.refuse(rules.may_admin(policies.current(conn), actor, f"undo op {target}, a change of the policy"))
-    found = policies.current_version(conn)
-    made = policies.made_by(conn, target)
-    # The policy must still be what `target` made it (a later change undone since is no change).
-    if found is None or made is None or found.text != made.text:
-        later = found.op if found is not None else None
-        raise conflicts.cas_mismatch(
-            [],
-            f"cannot undo op {target}: the policy was changed since, by op {later}; nothing was written",
-            details={"op": target, "policy": {"expected": target, "actual": later}},
-            hint=f"Undo op {later} first (the latest change of the policy), then undo op {target}.",
-            next=UNDO.call(op=later) if later is not None else None,
-        )
-    previous = policies.version_before(conn, target)
-    op = None
-    if writer is not None:
-        what = "restore the policy of op" if previous and previous.text else "remove the policy"
-        suffix = f" {previous.op}" if previous and previous.text else ""
-        op = writer.append_op("undo", description or f"undo op {target}: {what}{suffix}", undoes=target)
-        policies.record(writer, op, previous.text if previous else None)
-    return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
-
-
-def _undid_token_create(conn: Conn, record: queries.OpRow) -> bool:
-    """Whether `record` is the undo that revoked a token (its undo would bring the token back)."""
-    if record.kind != "undo" or record.undoes is None:
-        return False
-    return queries.op_records(conn, [record.undoes])[0].kind == "token_create"
-
-
-def _undo_token(
-    conn: Conn, target: int, record: queries.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
-) -> UndoResult:
-    """The undo of a token_create revokes the token; a revocation is final, so the undo of a
-    token_revoke (or of the undo that revoked a token) is E_REFUSED."""
-    if record.kind != "token_create":
-        raise SwarmError(
-            "E_REFUSED",
-            f"op {target} revoked a token, and a revocation is final",
-            details={"op": target, "kind": record.kind},
-            hint="Make a new token with `swarmctl token create ACTOR`.",
-        )
-    token = tokens.get(conn, target)
-    if token is not None and token.revoked_at is not None:
-        raise SwarmError(
-            "E_NOTHING_TO_UNDO",
-            f"op {target} made token {target}, which op {token.revoked_op} revoked already; nothing to undo",
-            details={"op": target, "kind": record.kind, "revoked_op": token.revoked_op},
-        )
-    op = None
-    if writer is not None:
-        op = writer.append_op("undo", description or f"undo op {target}: {record.description} (revoke it)", undoes=target)
-        tokens.revoke(writer, target)
-    return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
-
-
-def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
-    """Every ref must still name what `target` left it naming; else say who moved it since."""
-    found = conflicts.find(conn, moves, since=target)
-    if not found:
-        return
-    later = max((op for c in found for op in c.moved_by), default=None)
-    names_moved = conflicts.listed(found)
-    raise conflicts.cas_mismatch(
-        found,
-        f"cannot undo op {target}: {names_moved} moved since; nothing was written",
-        details={"op": target},
-        hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
-        if later is not None
-        else "Re-read the refs; nothing was written.",
-        next=UNDO.call(op=later) if later is not None else None,
-    )
-
-
-def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[queries.MoveRow]) -> None:
-    """A replay reports the undo in effect only if every ref still names what that undo left it
-    naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
-    expected = [Move(m.name, old=m.new, new=m.new) for m in moved]
-    found = conflicts.find(conn, expected, since=prior)
-    if not found:
-        return
-    later = max((op for c in found for op in c.moved_by), default=None)
-    names_moved = conflicts.listed(found)
-    raise conflicts.cas_mismatch(
-        found,
-        f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
-        details={"op": target, "undone_by": prior},
-        hint=f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it."
-        if later is not None
-        else "Re-read the refs; nothing was written.",
-        next=UNDO.call(op=later) if later is not None else None,
-    )
-
-
 # --- registry entries ------------------------------------------------------------------------
 
 OP_LOG = Tool(
@@ -400,13 +151,7 @@ OP_SHOW = Tool(
     name="op_show", cli=("op", "show"), title="Show an op", summary="Show one operation in full.",
     request=OpShowReq, result=OpRecord, run=op_show, annotations=READ, mutates=False,
 )
-UNDO = Tool(
-    name="undo", cli=("op", "undo"), title="undo", summary="Undo an operation.",
-    request=UndoReq, result=UndoResult, run=undo,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=True), mutates=True,
-)
-
-TOOLS = [OP_LOG, OP_SHOW, UNDO]
+TOOLS = [OP_LOG, OP_SHOW]
 
 
 # Examples (spec.Example): parity cases, the reference page's (the first), --help's and the man page's.
@@ -422,23 +167,5 @@ EXAMPLES = {
     "op_show": (
         Example(("op", "show", "6"), {"op": 6}, caption="Show op 6."),
         Example(("op", "show", "@"), {"op": "@"}, caption="Show the newest op."),
-    ),
-    "undo": (
-        Example(("op", "undo", "6"), {"op": 6}, caption="Undo op 6 (it moved release/v1): one new op moves it back."),
-        Example(("op", "undo", "6", "--dry-run"), {"op": 6, "dry_run": True}, caption="What undoing op 6 would move, writing nothing."),
-        # release/v1 moved since (op 6): undo op 6 first
-        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH"),
-        Example(("op", "undo", "6"), {"op": 6}, setup=(Call("undo", {"op": 6}),)),  # a replay: already_applied
-        # undo.others unset: E_CAS_MISMATCH as without a policy
-        Example(("op", "undo", "4"), {"op": 4}, outcome="E_CAS_MISMATCH", setup=(Call("policy_set", {"policy": ADMINS_POLICY}),)),
-        # op 4 is human/alice's: undo.others, E_FORBIDDEN (over the conflict)
-        Example(("op", "undo", "4"), {"op": 4}, outcome="E_FORBIDDEN", setup=(SET_PROTECT,)),
-        Example(("op", "undo", "@"), {"op": "@"}, setup=(SET_PROTECT,)),  # @ is the policy_set: it is taken back
-        # undo.others names agents: the newest op, human/alice's, is taken back
-        Example(
-            ("op", "undo", "@"),
-            {"op": "@"},
-            setup=(SET_AGENTS, Call("ref_set", {"name": "hotfix", "target": "main", "create": True}, actor="human/alice")),
-        ),
     ),
 }

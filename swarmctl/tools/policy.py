@@ -2,7 +2,7 @@
 
 The rules are swarmctl/policy.py's, the versions swarmctl/store/policies.py's. Setting a policy
 is an op (kind `policy_set`), so the op log says who changed it and `op undo` takes it back
-(tools/op.py). `policy check` runs the call it is asked about as a rehearsal: the very call,
+(tools/undo.py). `policy check` runs the call it is asked about as a rehearsal: the very call,
 in a transaction that is rolled back, so its answer is the real call's by construction.
 """
 

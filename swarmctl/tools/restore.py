@@ -14,7 +14,7 @@ from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber, OpSpec, resolve_op
-from swarmctl.tools.op import UndoMove
+from swarmctl.tools.undo import UndoMove
 
 # How many of the ops since the preview an E_CAS_MISMATCH names (with their total count).
 _OPS_SINCE_SHOWN = 100

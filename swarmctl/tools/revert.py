@@ -20,7 +20,8 @@ from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type, Example, Call
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, reverts
 from swarmctl.tools.common import OpNumber
-from swarmctl.tools.op import UNDO, OpKind, UndoMove, log_query
+from swarmctl.tools.op import OpKind, log_query
+from swarmctl.tools.undo import UNDO, UndoMove
 
 # The most ops one revert may select: a larger selection is refused, never cut silently.
 MAX_SELECTION = 100_000

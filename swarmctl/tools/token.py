@@ -73,7 +73,7 @@ class TokenRevokeReq:
 
 def _expiry(text: str, at: str) -> str:
     """When a token made at `at` (the op's time) expires."""
-    duration = names._DURATION.match(text.strip())
+    duration = names.duration_match(text)
     if duration:
         amount, unit = int(duration.group(1)), duration.group(2)
         moment = datetime.fromisoformat(at.replace("Z", "+00:00"))

@@ -34,7 +34,7 @@ def no_open_tx(conn: Conn, actor: str, doing: str) -> SwarmError:
     For `tx rollback` and `tx undo` the hint names `op undo`: what was already committed is
     taken back there, and `error.next` is that call when the last transaction was committed.
     """
-    from swarmctl.tools.op import UNDO
+    from swarmctl.tools.undo import UNDO
 
     last = txs.last_tx(conn, actor)
     message = f"cannot {doing}: {actor} has no open transaction"

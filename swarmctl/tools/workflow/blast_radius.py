@@ -34,7 +34,7 @@ from swarmctl.envelope import SwarmError
 from swarmctl.secrets import redact_argv
 from swarmctl.spec import plain
 from swarmctl.store import Conn, policies
-from swarmctl.tools.op import plan_undo
+from swarmctl.tools.undo import plan_undo
 from swarmctl.tools.workflow import definition, process
 from swarmctl.tools.workflow.guards import definition_refusal
 from swarmctl.tools.workflow.models import ACKNOWLEDGE_ALL, RADIUS_LISTS as LISTS

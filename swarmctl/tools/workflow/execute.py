@@ -41,7 +41,7 @@ from swarmctl.store import Store, Writer, without_store_password
 from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
-from swarmctl.tools.op import undo_in
+from swarmctl.tools.undo import undo_in
 from swarmctl.tools.workflow import definition, process, records
 from swarmctl.tools.workflow.rollback_types import (
     CommandUndone,
