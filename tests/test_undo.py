@@ -142,3 +142,25 @@ def test_nothing_to_undo(sw, golden):
     assert (init.exit, no_ref.exit) == (7, 7)
     assert (op_count(sw.store), file_digests(sw.store)) == before
     assert sw.transcript(init, no_ref) == golden
+
+
+def test_a_page_names_the_undo_in_effect_as_each_op_alone_does(sw):
+    """`op log` reads the undos in effect of a whole page at once (queries.undos_in_effect):
+    the same as asking op by op, through chains of undos of undos and reverts."""
+    from core_helpers import connect
+    from swarmctl.store import queries
+
+    build_golden_store(sw)
+    for _ in range(3):  # undo the newest op, then that undo, then that one: a chain of three
+        newest = sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"]
+        sw.ok(*as_(sw, ALICE), "op", "undo", str(newest))
+    sw.ok(*as_(sw, AGENT), "ref", "set", "agent-ref", "main")
+    sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    with connect(sw.store) as conn:
+        every = list(range(1, op_count(sw.store) + 1))
+        one_by_one = {op: queries.undo_in_effect(conn, op) for op in every}
+        assert queries.undos_in_effect(conn, every) == {op: u for op, u in one_by_one.items() if u is not None}
+        assert len(set(one_by_one.values()) - {None}) >= 2  # there was something to find
+        pages = [queries.op_records(conn, every), queries.op_records(conn, every[::2])]  # a run, and not one
+        for page in pages:
+            assert all(r.undone_by == one_by_one[r.op] for r in page)

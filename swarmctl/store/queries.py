@@ -4,7 +4,7 @@ them writes. Every query here is bounded by an index, so its cost does not grow 
 of the op log."""
 
 import json
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
@@ -32,25 +32,25 @@ def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
     """Whole op records, in the order asked (an op that does not exist is left out)."""
     if not ops:
         return []
-    marks = ",".join("?" * len(ops))
+    # A page of the whole log is a run of op numbers: read as a range, not as a list of them.
+    run = len(set(ops)) == len(ops) == max(ops) - min(ops) + 1
+    among, given = ("BETWEEN ? AND ?", (min(ops), max(ops))) if run else (f"IN ({','.join('?' * len(ops))})", ops)
     link = "hash" if stored_format(conn) >= 2 else "NULL"  # format 1: no hash chain yet
     heads: dict[int, OpHead] = {}
     hashes: dict[int, str | None] = {}
-    for *columns, digest in conn.execute(f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op IN ({marks})", ops):
+    for *columns, digest in conn.execute(f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op {among}", given):
         head = OpHead(*columns)
         heads[head.op], hashes[head.op] = head, digest
     moves: dict[int, list[MoveRow]] = {op: [] for op in ops}
-    for op, name, old, new in conn.execute(
-        f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq", ops
-    ):
+    for op, name, old, new in conn.execute(f"SELECT op, name, old, new FROM ref_moves WHERE op {among} ORDER BY op, seq", given):
         moves[op].append(MoveRow(name, old, new))
     made: dict[int, list[str]] = {op: [] for op in ops}
-    for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op IN ({marks}) ORDER BY op, at, id", ops):
+    for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op {among} ORDER BY op, at, id", given):
         made[op].append(cid)
     # `undone_by` is the undo that takes the op back now: none once that undo was undone too.
-    undone = {r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes IN ({marks})", ops)}
+    undone = {r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes {among}", given)}
     undone |= reverts.reverted_among(conn, ops)
-    undone_by = {op: undo_in_effect(conn, op) for op in undone}
+    undone_by = undos_in_effect(conn, undone)
     return [
         OpRow(
             h.op, h.kind, h.actor, h.at, h.description, moves[h.op], made[h.op], h.undoes, undone_by.get(h.op), hashes[h.op]
@@ -245,6 +245,36 @@ def undo_in_effect(conn: Conn, op: int) -> int | None:
             chain.append(current)
     # chain = [undo of op, undo of that undo, ...]: odd length means op is taken back.
     return chain[0] if len(chain) % 2 == 1 else None
+
+
+def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
+    """`undo_in_effect` of many ops at once (those taken back now, each with its undo): one
+    query of each kind per link of the chains of undos, not per op."""
+    newest: dict[int, int | None] = {}  # an op -> the newest op that took it back (None: none)
+    frontier = sorted(set(ops))
+    while frontier:
+        found = _newest_undos(conn, frontier)
+        newest.update((op, found.get(op)) for op in frontier)
+        frontier = sorted({u for u in found.values() if u not in newest})
+    taken_back: dict[int, int] = {}
+    for op in ops:
+        chain, current = [], newest.get(op)
+        while current is not None:
+            chain.append(current)
+            current = newest.get(current)
+        if len(chain) % 2 == 1:  # as in undo_in_effect: odd length means op is taken back
+            taken_back[op] = chain[0]
+    return taken_back
+
+
+def _newest_undos(conn: Conn, ops: Sequence[int]) -> dict[int, int]:
+    """The newest undo or revert of each op of `ops` that has one."""
+    found = reverts.newest_reverts_of(conn, ops)
+    for chunk in reverts.chunks(ops):
+        marks = ",".join("?" * len(chunk))
+        for op, undo in conn.execute(f"SELECT undoes, MAX(op) FROM ops WHERE undoes IN ({marks}) GROUP BY undoes", chunk):
+            found[op] = max(undo, found.get(op, undo))
+    return found
 
 
 def moves_after(conn: Conn, name: str, op: int) -> list[int]:

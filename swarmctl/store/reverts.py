@@ -36,7 +36,7 @@ class OpKind(NamedTuple):
 _CHUNK = 900
 
 
-def _chunks(ops: Sequence[int]) -> Iterator[Sequence[int]]:
+def chunks(ops: Sequence[int]) -> Iterator[Sequence[int]]:
     for start in range(0, len(ops), _CHUNK):
         yield ops[start : start + _CHUNK]
 
@@ -64,9 +64,22 @@ def reverted_among(conn: Conn, ops: Sequence[int]) -> set[int]:
     """The ops of `ops` that some revert took back (whether or not that revert still holds)."""
     found: set[int] = set()
     try:
-        for chunk in _chunks(ops):
+        for chunk in chunks(ops):
             marks = ",".join("?" * len(chunk))
             found.update(r[0] for r in conn.execute(f"SELECT DISTINCT target FROM op_reverts WHERE target IN ({marks})", chunk))
+    except Exception as exc:
+        if not _no_table(exc):
+            raise
+    return found
+
+
+def newest_reverts_of(conn: Conn, ops: Sequence[int]) -> dict[int, int]:
+    """The newest revert that took back each op of `ops` that one took back."""
+    found: dict[int, int] = {}
+    try:
+        for chunk in chunks(ops):
+            marks = ",".join("?" * len(chunk))
+            found.update(conn.execute(f"SELECT target, MAX(op) FROM op_reverts WHERE target IN ({marks}) GROUP BY target", chunk))
     except Exception as exc:
         if not _no_table(exc):
             raise
@@ -111,7 +124,7 @@ def record(w: Any, targets: Iterable[int]) -> None:
 def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[OpMove]:
     """Every ref move the ops made, in op order (and each op's order)."""
     found: list[OpMove] = []
-    for chunk in _chunks(sorted(ops)):
+    for chunk in chunks(sorted(ops)):
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT op, name, old, new FROM ref_moves WHERE op IN ({marks}) ORDER BY op, seq"
         found += (OpMove(*r) for r in conn.execute(sql, chunk))
@@ -121,7 +134,7 @@ def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[OpMove]:
 def kinds_of(conn: Conn, ops: Sequence[int]) -> dict[int, OpKind]:
     """op -> its kind and what it undoes, for each of `ops`."""
     found: dict[int, OpKind] = {}
-    for chunk in _chunks(ops):
+    for chunk in chunks(ops):
         marks = ",".join("?" * len(chunk))
         found.update((op, OpKind(kind, undoes)) for op, kind, undoes in conn.execute(
             f"SELECT op, kind, undoes FROM ops WHERE op IN ({marks})", chunk
