@@ -6,6 +6,8 @@ start-up), nor `op undo` the log's. Other tools that take back store effects (re
 restore, workflow rollback, a transaction's undo) call `undo_in` and `plan_undo`.
 """
 
+from typing import Any, Callable
+
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
@@ -223,38 +225,39 @@ def _undo_token(
 
 def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
     """Every ref must still name what `target` left it naming; else say who moved it since."""
-    found = conflicts.find(conn, moves, since=target)
-    if not found:
-        return
-    later = max((op for c in found for op in c.moved_by), default=None)
-    names_moved = conflicts.listed(found)
-    raise conflicts.cas_mismatch(
-        found,
-        f"cannot undo op {target}: {names_moved} moved since; nothing was written",
-        details={"op": target},
-        hint=f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}."
-        if later is not None
-        else "Re-read the refs; nothing was written.",
-        next=UNDO.call(op=later) if later is not None else None,
+    _refuse_moved_since(
+        conn, moves, target, {"op": target},
+        lambda names_moved: f"cannot undo op {target}: {names_moved} moved since; nothing was written",
+        lambda later, names_moved: f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}.",
     )
 
 
 def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[queries.MoveRow]) -> None:
     """A replay reports the undo in effect only if every ref still names what that undo left it
     naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
-    expected = [Move(m.name, old=m.new, new=m.new) for m in moved]
-    found = conflicts.find(conn, expected, since=prior)
+    _refuse_moved_since(
+        conn, [Move(m.name, old=m.new, new=m.new) for m in moved], prior, {"op": target, "undone_by": prior},
+        lambda names_moved: f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
+        lambda later, names_moved: f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it.",
+    )
+
+
+def _refuse_moved_since(
+    conn: Conn, expected: list[Move], since: int, details: dict[str, Any],
+    message: Callable[[str], str], first: Callable[[int, str], str],
+) -> None:
+    """E_CAS_MISMATCH if a ref of `expected` moved after op `since`: `message` words it from the
+    refs' names, `first` the hint from the latest op that moved them (the one to undo first)."""
+    found = conflicts.find(conn, expected, since=since)
     if not found:
         return
     later = max((op for c in found for op in c.moved_by), default=None)
     names_moved = conflicts.listed(found)
     raise conflicts.cas_mismatch(
         found,
-        f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
-        details={"op": target, "undone_by": prior},
-        hint=f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it."
-        if later is not None
-        else "Re-read the refs; nothing was written.",
+        message(names_moved),
+        details=details,
+        hint=first(later, names_moved) if later is not None else "Re-read the refs; nothing was written.",
         next=UNDO.call(op=later) if later is not None else None,
     )
 
