@@ -92,6 +92,30 @@ def test_after_a_timeout_kills_the_group_the_next_command_gets_a_new_one(tmp_pat
         assert killed in (None, old.pid)
 
 
+def test_an_interrupt_while_the_command_starts_kills_it_though_swarmctl_never_got_its_pid(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) can come after the command runs but before Popen has returned its
+    pid to swarmctl, on a busy machine (CI once saw a command outlive Ctrl-C so): the group the
+    command went into is killed all the same, and the command is reaped, not left a zombie."""
+    real = subprocess.Popen
+    started = []
+
+    def popen_then_interrupt(args, **kwargs):
+        proc = real(args, **kwargs)
+        if kwargs.get("process_group"):  # the command (the holder starts with process_group=0)
+            started.append(proc.pid)
+            wait_until((tmp_path / "up").exists, "the command never ran")
+            raise KeyboardInterrupt
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_interrupt)
+    leaders = []
+    with CommandGroup() as group, pytest.raises(KeyboardInterrupt):
+        run(group, tmp_path, "open('up', 'w').close(); import time; time.sleep(600)", on_start=leaders.append)
+    (pid,) = started
+    assert not Path(f"/proc/{pid}").exists(), "the command outlived the interrupt, or was left a zombie"
+    assert not pids.group_alive(leaders[0].pid, None)
+
+
 def test_a_command_that_leaves_a_process_behind_leaves_the_group_to_it(tmp_path):
     """The next command gets a new group: a timeout that kills it spares what the first left."""
     with CommandGroup() as group:

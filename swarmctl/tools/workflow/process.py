@@ -110,13 +110,31 @@ def run_command(
         with CommandGroup() as own:
             return run_command(argv, cwd=cwd, env=env, timeout_s=timeout_s, group=own, on_start=on_start,
                                hidden=hidden, tick=tick, inherit_env=inherit_env)
+    import subprocess
+
     started = time.monotonic()
+    proc = None
     try:
-        proc = _start(argv, cwd, None if inherit_env else env, group, on_start)
-    except OSError as exc:  # only now is it worth asking why (a PATH search costs)
-        problem = program_problem(argv[0], cwd, env) or exc.strerror or str(exc)
-        return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
-    timed_out = _wait_or_kill(proc, group, timeout_s, tick)
+        try:
+            proc = _start(argv, cwd, None if inherit_env else env, group, on_start)
+        except OSError as exc:  # only now is it worth asking why (a PATH search costs)
+            problem = program_problem(argv[0], cwd, env) or exc.strerror or str(exc)
+            return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
+        _wait(proc, timeout_s, tick)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except BaseException:
+        # An interrupt, even one that came while the command started, before swarmctl had its
+        # pid (the command may already run in the group): the group goes with it.
+        if group.leader is not None:
+            _kill_group(proc, group.leader.pid)
+        raise
+    if timed_out:
+        assert group.leader is not None
+        _kill_group(proc, group.leader.pid)
+    else:
+        group.ended(proc.pid)
     outcome = _finished(proc, timed_out, started, group.stdout.file, group.stderr.file, hidden)
     group.stdout.done()
     group.stderr.done()
@@ -154,23 +172,6 @@ def _start(
             os.close(out)
             os.close(err)
     raise AssertionError("unreachable")
-
-
-def _wait_or_kill(proc: Any, group: CommandGroup, timeout_s: float, tick: tuple[Callable[[], None], float] | None) -> bool:
-    """Wait for the command: whether it timed out (and its group was killed)."""
-    import subprocess
-
-    pgid = group.leader.pid if group.leader is not None else proc.pid
-    try:
-        _wait(proc, timeout_s, tick)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc, pgid)
-        return True
-    except BaseException:
-        _kill_group(proc, pgid)
-        raise
-    group.ended(proc.pid)
-    return False
 
 
 def _finished(proc: Any, timed_out: bool, started: float, out: Any, err: Any, hidden: Sequence[str]) -> CommandOutcome:
@@ -260,28 +261,48 @@ def _exited(proc: Any, within_s: float) -> bool:
         return False
 
 
-def _kill_group(proc: Any, pgid: int) -> None:
+def _kill_group(proc: Any | None, pgid: int) -> None:
     """SIGTERM to the command's group (its holder too); SIGKILL to what is left of it once the
     command ends, or after KILL_GRACE_S; then wait until every process of the group has ended,
-    so that a caller (and whoever reads the step next) never sees a killed command still running."""
+    so that a caller (and whoever reads the step next) never sees a killed command still running.
+    `proc` None: the command may have started without swarmctl getting its pid (an interrupt
+    came while it started); the group's end is waited on instead, and what of it was
+    swarmctl's own child is reaped (the holder's Popen then finds its child gone, and says 0)."""
     import signal
     import subprocess
 
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+    _signal_group(pgid, signal.SIGTERM)
+    if proc is None:
+        pids.wait_group_gone(pgid, KILL_GRACE_S)
+    else:
         try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=wait)
-            break
+            proc.wait(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:
-            continue
+            pass
+    _signal_group(pgid, signal.SIGKILL)  # what is left of the group: the command, if it did not end
+    if proc is not None:
+        proc.wait()
+    pids.wait_group_gone(pgid, KILLED_GONE_S)
+    if proc is None:
+        _reap(pgid)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)  # the command is gone; nothing else of its group lingers
+        os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
-    pids.wait_group_gone(pgid, KILLED_GONE_S)
+
+
+def _reap(pgid: int) -> None:
+    """Reap this process's ended children of group `pgid`."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _tail(f: Any, hidden: Sequence[str]) -> str:
