@@ -163,10 +163,8 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     """`op log` returns the store's rows as they are (spec.JsonRows) rather than through
     OpRecord: they must be exactly what OpRecord would make of them, key order included."""
     from swarmctl.spec import JsonRows, plain
-    from swarmctl.tools.op import OpRecord
-
-
     from swarmctl.store import Store, queries
+    from swarmctl.tools.op import OpRecord
 
     build_golden_store(sw)
     sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # an undone op, so undone_by is set somewhere
@@ -175,11 +173,16 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     try:
         with store.read() as conn:
             rows = queries.op_records(conn, [op["op"] for op in ops])
+            dicts = queries.op_record_dicts(conn, [op["op"] for op in ops])
+            some = queries.op_record_dicts(conn, [7, 2, 999_999, 5])  # not a run, one missing
     finally:
         store.close()
     typed = [plain(OpRecord.from_row(row)) for row in rows]
     assert [list(op.items()) for op in ops] == [list(row.json().items()) for row in rows]
     assert [list(op.items()) for op in ops] == [list(op.items()) for op in typed]
+    assert [list(d.items()) for d in dicts] == [list(row.json().items()) for row in rows]
+    by_op = {op["op"]: op for op in ops}
+    assert some == [by_op[7], by_op[2], by_op[5]]
     assert any(op["undone_by"] for op in ops) and any(op["ref_moves"] for op in ops)
     assert plain(JsonRows(ops)) is not None and type(plain(JsonRows(ops))) is JsonRows  # as they are
 

@@ -104,7 +104,7 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
         # The rows are OpRecords in their JSON form already (see spec.JsonRows).
-        records = JsonRows(r.json() for r in queries.op_records(conn, found))
+        records = JsonRows(queries.op_record_dicts(conn, found))
     forward = req.after is not None and req.before is None
     result = OpLogResult(
         ops=records,
