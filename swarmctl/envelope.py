@@ -196,7 +196,8 @@ _LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 def dumps(envelope: dict[str, Any]) -> str:
     """The compact form: one line, no spaces, keys in the order built. The wire format."""
-    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    # An envelope is a tree of plain values, never a cycle: the encoder need not look for one.
+    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, check_circular=False)
     for char, escaped in _LINE_BREAKS.items():
         if char in text:  # only ever inside a string: JSON has no other place for it
             text = text.replace(char, escaped)

@@ -163,7 +163,7 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     """`op log` returns the store's rows as they are (spec.JsonRows) rather than through
     OpRecord: they must be exactly what OpRecord would make of them, key order included."""
     from swarmctl.spec import JsonRows, plain
-    from swarmctl.store import Store, queries
+    from swarmctl.store import Store, records
     from swarmctl.tools.op import OpRecord
 
     build_golden_store(sw)
@@ -172,9 +172,9 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     store = Store.open(sw.store)
     try:
         with store.read() as conn:
-            rows = queries.op_records(conn, [op["op"] for op in ops])
-            dicts = queries.op_record_dicts(conn, [op["op"] for op in ops])
-            some = queries.op_record_dicts(conn, [7, 2, 999_999, 5])  # not a run, one missing
+            rows = records.op_records(conn, [op["op"] for op in ops])
+            dicts = records.op_record_dicts(conn, [op["op"] for op in ops])
+            some = records.op_record_dicts(conn, [7, 2, 999_999, 5])  # not a run, one missing
     finally:
         store.close()
     typed = [plain(OpRecord.from_row(row)) for row in rows]

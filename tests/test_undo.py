@@ -148,7 +148,7 @@ def test_a_page_names_the_undo_in_effect_as_each_op_alone_does(sw):
     """`op log` reads the undos in effect of a whole page at once (queries.undos_in_effect):
     the same as asking op by op, through chains of undos of undos and reverts."""
     from core_helpers import connect
-    from swarmctl.store import queries
+    from swarmctl.store import queries, records
 
     build_golden_store(sw)
     for _ in range(3):  # undo the newest op, then that undo, then that one: a chain of three
@@ -161,6 +161,6 @@ def test_a_page_names_the_undo_in_effect_as_each_op_alone_does(sw):
         one_by_one = {op: queries.undo_in_effect(conn, op) for op in every}
         assert queries.undos_in_effect(conn, every) == {op: u for op, u in one_by_one.items() if u is not None}
         assert len(set(one_by_one.values()) - {None}) >= 2  # there was something to find
-        pages = [queries.op_records(conn, every), queries.op_records(conn, every[::2])]  # a run, and not one
+        pages = [records.op_records(conn, every), records.op_records(conn, every[::2])]  # a run, and not one
         for page in pages:
             assert all(r.undone_by == one_by_one[r.op] for r in page)

@@ -4,16 +4,14 @@ them writes. Every query here is bounded by an index, so its cost does not grow 
 of the op log."""
 
 import json
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
-from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, MoveRow, OpBrief, OpHead, OpRow, RefRow
+from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, OpBrief, RefRow
 from swarmctl.store.sql import Conn, starts_with, stored_format
 
 # --- ops -----------------------------------------------------------------------------------
-
-_OP_COLUMNS = ", ".join(OpHead._fields)
 
 
 def newest_op(conn: Conn, actor: str | None = None) -> int | None:
@@ -26,55 +24,6 @@ def newest_op(conn: Conn, actor: str | None = None) -> int | None:
 
 def op_exists(conn: Conn, op: int) -> bool:
     return conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is not None
-
-
-def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
-    """Whole op records, in the order asked (an op that does not exist is left out)."""
-    heads, moves, made, undone_by = _record_parts(conn, ops, as_json=False)
-    return [
-        OpRow(op, kind, actor, at, description, moves[op], made[op], undoes, undone_by.get(op), digest)
-        for op, kind, actor, at, description, undoes, digest in (heads[op] for op in ops if op in heads)
-    ]
-
-
-def op_record_dicts(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
-    """As op_records, each record in its JSON form (OpRow.json's), built straight from the rows:
-    a page of 10,000 ops (`op log -n 10000`) costs half what it costs through OpRow."""
-    heads, moves, made, undone_by = _record_parts(conn, ops, as_json=True)
-    return [
-        {
-            "op": op, "kind": kind, "actor": actor, "at": at, "description": description, "ref_moves": moves[op],
-            "changesets": made[op], "undoes": undoes, "undone_by": undone_by.get(op), "hash": digest,
-        }
-        for op, kind, actor, at, description, undoes, digest in (heads[op] for op in ops if op in heads)
-    ]
-
-
-def _record_parts(conn: Conn, ops: list[int], *, as_json: bool) -> tuple[dict[int, tuple], dict[int, list], dict[int, list[str]], dict[int, int]]:
-    """The rows of an op record, by op: its own row (OpHead's columns, then its hash), its
-    ref moves (MoveRows, or their JSON form), the changesets it made, the undo in effect."""
-    if not ops:
-        return {}, {}, {}, {}
-    # A page of the whole log is a run of op numbers: read as a range, not as a list of them.
-    run = len(set(ops)) == len(ops) == max(ops) - min(ops) + 1
-    among, given = ("BETWEEN ? AND ?", (min(ops), max(ops))) if run else (f"IN ({','.join('?' * len(ops))})", ops)
-    link = "hash" if stored_format(conn) >= 2 else "NULL"  # format 1: no hash chain yet
-    heads = {row[0]: row for row in conn.execute(f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op {among}", given)}
-    moves: dict[int, list] = {op: [] for op in ops}
-    cursor = conn.execute(f"SELECT op, name, old, new FROM ref_moves WHERE op {among} ORDER BY op, seq", given)
-    if as_json:
-        for op, name, old, new in cursor:
-            moves[op].append({"name": name, "old": old, "new": new})
-    else:
-        for op, name, old, new in cursor:
-            moves[op].append(MoveRow(name, old, new))
-    made: dict[int, list[str]] = {op: [] for op in ops}
-    for op, cid in conn.execute(f"SELECT op, id FROM changesets WHERE op {among} ORDER BY op, at, id", given):
-        made[op].append(cid)
-    # `undone_by` is the undo that takes the op back now: none once that undo was undone too.
-    undone = {r[0] for r in conn.execute(f"SELECT DISTINCT undoes FROM ops WHERE undoes {among}", given)}
-    undone |= reverts.reverted_among(conn, ops)
-    return heads, moves, made, undos_in_effect(conn, undone)
 
 
 class LogQuery(NamedTuple):

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.spec import READ, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example
-from swarmctl.store import queries
+from swarmctl.store import queries, records
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, op_arg, resolve_op
 
@@ -38,7 +38,7 @@ class OpRecord:
     hash: str | None
 
     @classmethod
-    def from_row(cls, row: queries.OpRow) -> "OpRecord":
+    def from_row(cls, row: records.OpRow) -> "OpRecord":
         return cls(**{**row._asdict(), "ref_moves": [RefMove(*m) for m in row.ref_moves]})
 
 
@@ -104,13 +104,13 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
         # The rows are OpRecords in their JSON form already (see spec.JsonRows).
-        records = JsonRows(queries.op_record_dicts(conn, found))
+        page = JsonRows(records.op_record_dicts(conn, found))
     forward = req.after is not None and req.before is None
     result = OpLogResult(
-        ops=records,
+        ops=page,
         has_more=has_more,
-        next_before=records[-1]["op"] if records and has_more and not forward else None,
-        next_after=records[0]["op"] if records and has_more and forward else None,
+        next_before=page[-1]["op"] if page and has_more and not forward else None,
+        next_after=page[0]["op"] if page and has_more and forward else None,
     )
     if req.reverse:
         result.ops.reverse()
@@ -138,7 +138,7 @@ def op_show(ctx: Context, req: OpShowReq) -> OpRecord:
     store = ctx.store()
     with store.read() as conn:
         op = resolve_op(ctx, conn, req.op)
-        return OpRecord.from_row(queries.op_records(conn, [op])[0])
+        return OpRecord.from_row(records.op_records(conn, [op])[0])
 
 
 # --- registry entries ------------------------------------------------------------------------

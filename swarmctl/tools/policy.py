@@ -15,7 +15,7 @@ from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Call, Cli, Example, Tool, arg, request_type, result_type
-from swarmctl.store import Store, policies, queries
+from swarmctl.store import Store, policies, queries, records
 from swarmctl.tools.common import ADMINS_POLICY, PROTECT_POLICY, RELEASE_POLICY, SET_AGENTS, SET_PROTECT
 
 
@@ -76,7 +76,7 @@ def policy_show(ctx: Context, req: PolicyShowReq) -> PolicyShowResult:
         found = policies.current_version(conn)
         if found is None:
             return PolicyShowResult(policy=None, version=None, actor=None, at=None)
-        op = queries.op_records(conn, [found.op])[0]
+        op = records.op_records(conn, [found.op])[0]
     return PolicyShowResult(policy=found.text, version=found.op, actor=op.actor, at=op.at)
 
 

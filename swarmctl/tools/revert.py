@@ -18,7 +18,7 @@ from swarmctl import policy as rules
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, result_type, Example, Call
-from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, reverts
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, records, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import OpKind, log_query
 from swarmctl.tools.undo import UNDO, UndoMove
@@ -142,7 +142,7 @@ def _refuse_forbidden(conn: Conn, actor: str, moves: list[reverts.OpMove]) -> No
     policy = policies.current(conn)
     if policy is None:
         return
-    for record in queries.op_records(conn, sorted({m.op for m in moves})):
+    for record in records.op_records(conn, sorted({m.op for m in moves})):
         rules.refuse(rules.may_undo(policy, actor, record.op, record.actor))
     for name in dict.fromkeys(m.name for m in moves):
         rules.refuse(rules.may_move(policy, actor, name))
@@ -223,7 +223,7 @@ def _replay(
     if not done:
         return None
     revert = done[-1]
-    record = queries.op_records(conn, [revert])[0]
+    record = records.op_records(conn, [revert])[0]
     return RevertResult(
         reverted=sorted(set(reverts.targets_of(conn, revert)) & set(selected)),
         op=revert,

@@ -283,7 +283,9 @@ def _head(conn, queries) -> StoreHead | None:
     newest = queries.newest_op(conn)
     if newest is None:
         return None
-    record = queries.op_records(conn, [newest])[0]
+    from swarmctl.store import records
+
+    record = records.op_records(conn, [newest])[0]
     return StoreHead(op=newest, at=record.at, hash=record.hash)
 
 

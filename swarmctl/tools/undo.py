@@ -12,7 +12,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Call, Example, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, tokens
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, records, tokens
 from swarmctl.tools.common import ADMINS_POLICY, SET_AGENTS, SET_PROTECT, OpSpec, op_arg, resolve_op
 
 
@@ -107,9 +107,9 @@ def _undo(
     description: str | None = None,
 ) -> UndoResult:
     prior = queries.undo_in_effect(conn, target)
-    record = queries.op_records(conn, [target])[0]
+    record = records.op_records(conn, [target])[0]
     if prior is not None:
-        done = queries.op_records(conn, [prior])[0]
+        done = records.op_records(conn, [prior])[0]
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m.name for m in record.ref_moves}
         undone_moves = [m for m in done.ref_moves if m.name in moved]
@@ -190,15 +190,15 @@ def _undo_policy(
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
-def _undid_token_create(conn: Conn, record: queries.OpRow) -> bool:
+def _undid_token_create(conn: Conn, record: records.OpRow) -> bool:
     """Whether `record` is the undo that revoked a token (its undo would bring the token back)."""
     if record.kind != "undo" or record.undoes is None:
         return False
-    return queries.op_records(conn, [record.undoes])[0].kind == "token_create"
+    return records.op_records(conn, [record.undoes])[0].kind == "token_create"
 
 
 def _undo_token(
-    conn: Conn, target: int, record: queries.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
+    conn: Conn, target: int, record: records.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
 ) -> UndoResult:
     """The undo of a token_create revokes the token; a revocation is final, so the undo of a
     token_revoke (or of the undo that revoked a token) is E_REFUSED."""
@@ -232,7 +232,7 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
     )
 
 
-def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[queries.MoveRow]) -> None:
+def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[records.MoveRow]) -> None:
     """A replay reports the undo in effect only if every ref still names what that undo left it
     naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
     _refuse_moved_since(
