@@ -29,12 +29,11 @@ order a request meets them.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import sys
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -48,6 +47,7 @@ from swarmctl import limits, names, registry
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import Meta, SwarmError, failure
+from swarmctl.http_address import Options, authority, default_hosts
 from swarmctl.mcp import Unanswerable, build_server, read_frame
 from swarmctl.spec import Tool
 from swarmctl.store import tokens
@@ -55,83 +55,6 @@ from swarmctl.store import tokens
 PATH = "/mcp"
 WORKERS = 16  # calls running at once; the rest wait their turn (writes wait on the store's lock)
 REJECTED = "swarmctl_rejected"  # the request-state key of a tools/call's E_INVALID_ARG
-
-
-@dataclass
-class Options:
-    host: str
-    port: int
-    repo: str | None = None
-    actor: str | None = None  # --as, with --auth trust
-    auth: str = "token"
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    allow_run: bool = False
-
-
-# --- the address and what may be said to it -------------------------------------------------
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`127.0.0.1:8765`, `[::1]:8765`, `0.0.0.0:0`) as (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        host = ""  # an IPv6 address is written in brackets
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--http takes HOST:PORT, not {text!r}",
-            details={"http": text},
-            hint="For example --http 127.0.0.1:8765, --http [::1]:8765 or --http 0.0.0.0:8765 (port 0: any free port).",
-        )
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def authority(host: str, port: int) -> str:
-    """`host:port` as a URL or a Host header writes it (an IPv6 address in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def default_hosts(host: str, port: int) -> list[str]:
-    """The Host headers that name this server: its address, and on a loopback or wildcard
-    address the loopback names. Others (a DNS name, a proxy's) come with --allowed-host."""
-    found = [authority(host, port)]
-    if is_loopback(host) or host in ("0.0.0.0", "::"):
-        found += [authority(h, port) for h in ("127.0.0.1", "localhost", "::1")]
-    return list(dict.fromkeys(found))
-
-
-def check(options: Options) -> None:
-    """What cannot be served, refused before listening (E_INVALID_ARG)."""
-    if options.auth not in ("token", "trust"):
-        raise SwarmError("E_INVALID_ARG", f"--auth is token or trust, not {options.auth!r}", details={"auth": options.auth})
-    if options.auth == "token" and options.actor is not None:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            "--as does not go with --auth token: each request's bearer token names its actor",
-            details={"auth": "token", "as": options.actor},
-            hint="Drop --as (and SWARMCTL_AS); make tokens with `swarmctl token create ACTOR`.",
-        )
-    if options.auth == "trust" and not is_loopback(options.host):
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--auth trust serves only a loopback address (127.0.0.1, [::1]), not {options.host}",
-            details={"auth": "trust", "host": options.host},
-            hint="Use --auth token (the default) to serve other machines: `swarmctl token create ACTOR` makes their tokens.",
-        )
-    if options.actor is not None:
-        names.check_actor(options.actor)
 
 
 def _json_rpc_error(status: int, code: int, message: str, data: Any = None, request_id: Any = None) -> tuple[int, bytes]:
@@ -389,31 +312,11 @@ def build_app(options: Options, door: HttpDoor) -> Any:
     return Guard(app, hosts, origins)
 
 
-def listen(host: str, port: int) -> Any:
-    """A socket bound to host:port (port 0: a free one), or E_INVALID_ARG saying why not."""
-    import socket
-
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"cannot listen on {authority(host, port)}: {exc.strerror or exc}",
-            details={"http": authority(host, port)},
-            hint="Choose another port (0: any free one) or an address of this machine.",
-        ) from None
-    return sock
-
-
-def serve(options: Options) -> int:
-    """Listen, say where on stderr, and serve until SIGINT or SIGTERM."""
+def serve(options: Options, sock: Any) -> int:
+    """Serve on `sock` (http_address.listen's, for `options`, checked), say where on stderr,
+    until SIGINT or SIGTERM."""
     import uvicorn
 
-    check(options)
-    sock = listen(options.host, options.port)
     options.port = sock.getsockname()[1]
     door = HttpDoor(options)
     url = f"http://{authority(options.host, options.port)}{PATH}"

@@ -6,6 +6,7 @@ with a known history, the actors, looking at a store's tables directly; the `fro
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -41,8 +42,18 @@ def compile_the_package() -> None:
     compileall.compile_dir(os.path.dirname(swarmctl.__file__), quiet=1)
 
 
+def keep_the_rewritten_tests() -> None:
+    """pytest compiles each test module with its asserts rewritten, and keeps what it compiled
+    in __pycache__ unless Python may not write bytecode: where PYTHONDONTWRITEBYTECODE is set
+    (it is here), every xdist worker rewrote all of them again on every run, 4 to 5 seconds of
+    each worker's start. The suite's own processes keep them, as they keep swarmctl's
+    (compile_the_package); the processes the tests start are left as the environment says."""
+    sys.dont_write_bytecode = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
     pin_the_environment()
+    keep_the_rewritten_tests()
     if not hasattr(config, "workerinput"):  # once, in the process that starts xdist's workers
         compile_the_package()
     config.addinivalue_line("markers", "backends(*names): run the test on each kind of store named")

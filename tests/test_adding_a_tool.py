@@ -7,6 +7,7 @@ files moving with it."""
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import re
@@ -67,6 +68,9 @@ def checkout(tmp_path_factory) -> Path:
     shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
     area = root / "swarmctl" / "tools" / "ref.py"
     area.write_text(area.read_text(encoding="utf-8") + THROWAWAY, encoding="utf-8")
+    # Compiled once, as the checkout's package is (conftest.compile_the_package): where
+    # PYTHONDONTWRITEBYTECODE is set, each of the many processes the copy starts would compile it.
+    compileall.compile_dir(root / "swarmctl", quiet=1)
     ran = subprocess.run(
         [sys.executable, "-m", "swarmctl.gen", "--root", str(root)], cwd=root, env=_env(root), capture_output=True, text=True
     )

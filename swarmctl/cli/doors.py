@@ -138,17 +138,23 @@ def _serve_http(cli_ctx: typer.Context, address: str | None, flags: dict[str, An
 
             raise UsageError(f"{', '.join(given)}: only with --http HOST:PORT", ctx=cli_ctx)
         return
-    from swarmctl import mcp_http
+    from swarmctl import http_address
     from swarmctl.envelope import SwarmError
 
     globals_ = cli_ctx.obj
     try:
-        host, port = mcp_http.parse_address(address)
-        options = mcp_http.Options(
+        host, port = http_address.parse_address(address)
+        options = http_address.Options(
             host, port, globals_.repo, globals_.actor, flags["--auth"] or "token",
             flags["--allowed-host"] or [], flags["--allowed-origin"] or [], flags["--allow-run"],
         )
-        raise typer.Exit(mcp_http.serve(options))
+        # What cannot be served is refused, and the socket bound, before the server's stack
+        # (the MCP SDK, uvicorn: a second to import) is.
+        http_address.check(options)
+        sock = http_address.listen(options.host, options.port)
+        from swarmctl import mcp_http
+
+        raise typer.Exit(mcp_http.serve(options, sock))
     except SwarmError as exc:
         _fail(exc, globals_)
 
