@@ -167,6 +167,39 @@ def test_what_cannot_be_served_is_refused_at_start_up(sw, args, word):
     assert "listening" not in ran.stderr
 
 
+def test_a_refusal_at_start_up_comes_before_the_server_stack_is_imported(sw):
+    """What cannot be served, a port in use among them, is refused without importing the MCP
+    SDK or uvicorn (a second's work): the error comes back at once."""
+    import socket
+    import subprocess
+    import sys
+
+    from swarm import swarmctl_argv
+
+    _init(sw)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        for args, word in (
+            (("--http", "0.0.0.0:0", "--auth", "trust"), "loopback"),
+            (("--http", f"127.0.0.1:{port}", "--auth", "trust"), "cannot listen"),
+        ):
+            ran = subprocess.run(
+                [sys.executable, "-X", "importtime", swarmctl_argv()[0], "--repo", str(sw.store), "--as", ALICE, "mcp", *args],
+                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+            )
+            envelope = json.loads(ran.stdout)
+            assert ran.returncode == 2 and envelope["error"]["code"] == "E_INVALID_ARG", ran.stdout + ran.stderr
+            assert word in envelope["error"]["message"], envelope
+            imported = {line.split("|")[-1].strip() for line in ran.stderr.splitlines() if line.startswith("import time:")}
+            assert "swarmctl.cli" in imported, "the probe saw no imports"
+            assert not imported & {"mcp", "uvicorn", "swarmctl.mcp", "swarmctl.mcp_http"}, sorted(imported)
+    finally:
+        taken.close()
+
+
 def test_http_options_go_with_http_only(sw):
     _init(sw)
     ran = sw.process("--repo", str(sw.store), "mcp", "--allow-run")
