@@ -6,6 +6,7 @@ with a known history, the actors, looking at a store's tables directly; the `fro
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
@@ -51,9 +52,20 @@ def keep_the_rewritten_tests() -> None:
     sys.dont_write_bytecode = False
 
 
+def take_ctrl_c() -> None:
+    """Tests send SIGINT (Ctrl-C) to the swarmctl processes they start. A run started in the
+    background by a non-interactive shell (`pytest &` in a script) has SIGINT ignored, and the
+    processes it starts inherit that: swarmctl rightly never sees a Ctrl-C its starter chose
+    to ignore, and those tests fail. The suite takes SIGINT as Python does by default, so
+    that the processes it starts get it as they would at a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     pin_the_environment()
     keep_the_rewritten_tests()
+    take_ctrl_c()
     if not hasattr(config, "workerinput"):  # once, in the process that starts xdist's workers
         compile_the_package()
     config.addinivalue_line("markers", "backends(*names): run the test on each kind of store named")
