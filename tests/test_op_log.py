@@ -163,6 +163,8 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     """`op log` returns the store's rows as they are (spec.JsonRows) rather than through
     OpRecord: they must be exactly what OpRecord would make of them, key order included."""
     from swarmctl.spec import JsonRows, plain
+    import gc
+
     from swarmctl.store import Store, records
     from swarmctl.tools.op import OpRecord
 
@@ -175,6 +177,14 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
             rows = records.op_records(conn, [op["op"] for op in ops])
             dicts = records.op_record_dicts(conn, [op["op"] for op in ops])
             some = records.op_record_dicts(conn, [7, 2, 999_999, 5])  # not a run, one missing
+            # The collector is off only while a page is built, and left off if it was off.
+            assert gc.isenabled()
+            gc.disable()
+            try:
+                records.op_records(conn, [1])
+                assert not gc.isenabled()
+            finally:
+                gc.enable()
     finally:
         store.close()
     typed = [plain(OpRecord.from_row(row)) for row in rows]
