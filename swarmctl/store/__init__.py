@@ -1,7 +1,7 @@
 """The store: what tools/ use, and nothing of the doors.
 
-tools/ import this package and the query modules beside it (queries, txs, workflows,
-conflicts), never a database driver. A store is opened from what `--repo` says: a path is a
+tools/ import this package and the query modules beside it (queries, records, txs,
+workflows, conflicts), never a database driver. A store is opened from what `--repo` says: a path is a
 local store (swarmctl/store/sqlite.py: one SQLite database in a directory), a
 `postgresql://` or `postgres://` URL a store on a database server (swarmctl/store/postgres/,
 whose driver, psycopg, is imported only then). Both give a `Store`:
