@@ -6,6 +6,9 @@ writes, the clock passing a token's expiry."""
 
 import json
 import re
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 
-from swarm import Swarm
+from swarm import Swarm, swarmctl_argv
 from core_helpers import ALICE, as_
 from mcp_client import HttpClient, HttpServer
 from swarmctl import names, registry
@@ -170,12 +173,6 @@ def test_what_cannot_be_served_is_refused_at_start_up(sw, args, word):
 def test_a_refusal_at_start_up_comes_before_the_server_stack_is_imported(sw):
     """What cannot be served, a port in use among them, is refused without importing the MCP
     SDK or uvicorn (a second's work): the error comes back at once."""
-    import socket
-    import subprocess
-    import sys
-
-    from swarm import swarmctl_argv
-
     _init(sw)
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
