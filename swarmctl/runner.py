@@ -94,10 +94,10 @@ def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None)
 def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:
     """Run `tool` on JSON arguments (MCP, `swarmctl call`): validated by the request type."""
     started = time.perf_counter()
-    from swarmctl import schemas
+    from swarmctl import arguments as json_arguments
 
     try:
-        request, ignored = schemas.read_request(tool, arguments)
+        request, ignored = json_arguments.read_request(tool, arguments)
     except SwarmError as exc:
         meta = Meta(elapsed_ms=_elapsed_ms(started), auth=ctx.auth)
         return failure(tool.name, exc, meta)

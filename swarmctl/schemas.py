@@ -1,7 +1,8 @@
-"""JSON Schemas of request and result types, and validation of JSON arguments into requests.
+"""JSON Schemas of request and result types, and pydantic's validation of JSON arguments.
 
-This is the one module that imports pydantic, and only the JSON doors (MCP, `swarmctl call`)
-and `swarmctl schema` import it: the CLI's own options are parsed by Typer from the same fields.
+This is the one module that imports pydantic. `swarmctl schema` and the MCP server import it;
+`swarmctl call` only for arguments that are not plainly of their fields' types
+(swarmctl.arguments reads those). The CLI's own options are parsed by Typer from the same fields.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from swarmctl import constraints, fields
 from swarmctl.envelope import API_VERSION, ERROR_CODES, SwarmError
 from swarmctl.spec import Tool
 
@@ -133,33 +133,9 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def validate_request(tool: Tool, arguments: Any) -> Any:
-    """JSON arguments as the tool's request, or E_INVALID_ARG saying what does not fit."""
-    return read_request(tool, arguments).request
-
-
-class Request(NamedTuple):
-    request: Any
-    ignored: list[str]  # the fields the request type does not know: the envelope's meta.ignored
-
-
-def read_request(tool: Tool, arguments: Any) -> Request:
-    """As `validate_request`, with the names of the fields it ignored (see `swarmctl.fields`:
-    other names of a field, and a near miss of one, which is E_INVALID_ARG)."""
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"arguments to {tool.name} must be a JSON object, not {type(arguments).__name__}",
-            details={"type": tool.request.__name__},
-        )
-    arguments, ignored = fields.read(tool.request, arguments)
-    constraints.check(tool.request, arguments)  # the CLI's check too: one message at every door
-    return Request(_validated(tool, arguments), ignored)
-
-
-def _validated(tool: Tool, arguments: dict[str, Any]) -> Any:
+def validated(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """JSON arguments (their names read, their constraints checked: swarmctl.arguments) as
+    the tool's request, by pydantic, or E_INVALID_ARG saying what does not fit."""
     try:
         # Strict, as JSON: "6" is not a number, 1 is not true. (Strict Python validation would
         # want a dataclass instance rather than an object; strict JSON validation takes one.)

@@ -86,7 +86,7 @@ def arg(
 ) -> Any:
     """A request field: its description and constraints (pydantic `Field` names) and its CLI form.
 
-    Values are checked strictly at the JSON doors (`schemas.validate_request`): "6" is not a
+    Values are checked strictly at the JSON doors (`arguments.read_request`): "6" is not a
     number, 1 is not true. Strictness is the validator's mode, not a per-field constraint:
     pydantic cannot apply `strict` to a union or a literal (an op number or `@`).
     """

@@ -122,7 +122,7 @@ def test_the_graph_sees_deferred_and_registry_imports():
     graph = import_graph()
     assert "swarmctl.tools.op" in graph["swarmctl.registry"]  # importlib.import_module(module), by name
     assert "swarmctl.spec" in graph["swarmctl.context"]  # under `if TYPE_CHECKING:`
-    assert "swarmctl.schemas" in graph["swarmctl.runner"]  # imported inside run_json
+    assert "swarmctl.arguments" in graph["swarmctl.runner"]  # imported inside run_json
     assert "swarmctl.cli.inert" in graph["swarmctl.cli.tables"]  # imported inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []

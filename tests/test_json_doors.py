@@ -15,7 +15,7 @@ from core_helpers import AGENT, ALICE, as_, build_golden_store, op_count, refs
 from mcp_client import McpClient
 from wfkit import Kit
 
-from swarmctl import fields, registry, schemas
+from swarmctl import arguments, fields, registry
 from swarmctl.envelope import SwarmError
 
 
@@ -51,7 +51,7 @@ def test_every_near_miss_of_every_field_of_every_request_type_is_refused():
         for name in sorted(known):
             for variant in sorted(variants(name) - known - aliases):
                 with pytest.raises(SwarmError) as raised:
-                    schemas.read_request(tool, {variant: 1})
+                    arguments.read_request(tool, {variant: 1})
                 error = raised.value
                 assert error.code == "E_INVALID_ARG", (tool.name, variant)
                 assert error.details["field"] == variant, (tool.name, variant, error.details)
@@ -68,11 +68,11 @@ def test_the_synonyms_are_refused_where_their_field_exists_and_other_names_are_i
                 continue
             if meant in known:
                 with pytest.raises(SwarmError) as raised:
-                    schemas.read_request(tool, {synonym: 1})
+                    arguments.read_request(tool, {synonym: 1})
                 assert raised.value.details["did_you_mean"] == meant
     undo = registry.by_name()["undo"]
     # Not near anything: ignored, and listed.
-    assert schemas.read_request(undo, {"op": 6, "id": 20, "comment": "x"}).ignored == ["id", "comment"]
+    assert arguments.read_request(undo, {"op": 6, "id": 20, "comment": "x"}).ignored == ["id", "comment"]
 
 
 def test_near_miss_rules_exactly():

@@ -100,6 +100,20 @@ def test_a_write_imports_no_typer(store):
     assert areas(modules) == {"swarmctl.tools.ref", "swarmctl.tools.common"}
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("call", "op_log", '{"limit": 2}'),
+        ("--as", "agent/worker-17", "call", "ref_set", '{"name": "scratch", "target": "main"}'),
+    ],
+)
+def test_a_call_of_plain_arguments_imports_no_pydantic(store, args):
+    """Arguments plainly of their fields' types are read without pydantic (swarmctl/arguments.py)."""
+    modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
+    assert envelope["ok"], envelope
+    assert [m for m in slow(modules) if m.startswith(("pydantic", "annotated_types", "swarmctl.schemas"))] == []
+
+
 def test_the_probe_sees_what_a_command_imports(store):
     """The check above can fail: `schema` does import pydantic, and `changeset create` BLAKE3."""
     modules, _ = imported_by("schema", "UndoReq", cwd=store.parent)
@@ -109,6 +123,10 @@ def test_the_probe_sees_what_a_command_imports(store):
     # A line the fast parse leaves to Typer (an option given twice: Typer's usage error) imports it.
     modules, envelope = imported_by("--repo", str(store), "op", "log", "-n", "2", "-n", "3", cwd=store.parent, status=2)
     assert envelope["error"]["code"] == "E_INVALID_ARG" and "typer" in slow(modules)
+    # A call with a list among its arguments is pydantic's to read.
+    args = ("--as", ALICE, "call", "changeset_create", '{"message": "m", "parents": []}')
+    modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
+    assert envelope["ok"] and "pydantic" in slow(modules), envelope
 
 
 def test_the_stdio_server_imports_no_http_door(store):

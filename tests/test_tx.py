@@ -505,14 +505,14 @@ def test_annotations_and_descriptions(store):
 
 
 def test_schemas_and_json_validation(store):
-    from swarmctl import registry, schemas
+    from swarmctl import arguments, registry, schemas
     from swarmctl.envelope import SwarmError
 
     for tool in registry.area("tx"):
         assert schemas.json_schema(tool.request)["type"] == "object"
         assert schemas.json_schema(tool.result, mode="serialization")["type"] == "object"
     with pytest.raises(SwarmError) as caught:
-        schemas.validate_request(registry.get("tx_config"), {"max_revisions": 0})
+        arguments.validate_request(registry.get("tx_config"), {"max_revisions": 0})
     assert caught.value.code == "E_INVALID_ARG"
     shown = store.ok("schema", "TxStatusResult")["schema"]
     assert list(shown["properties"])[:4] == ["state", "tx", "base_op", "begun_at"]

@@ -125,7 +125,7 @@ def policy_check(ctx: Context, req: PolicyCheckReq) -> PolicyCheckResult:
     reason (a compare-and-swap conflict, a missing ref) is still `allowed`: the policy does not
     forbid it. An unknown tool, or one this cannot predict (`init`, `demo`, `store copy`), is
     E_INVALID_ARG."""
-    from swarmctl import schemas
+    from swarmctl import arguments
     from swarmctl.tools.workflow import policy_refusal
 
     actor = names.check_actor(req.actor)
@@ -137,7 +137,7 @@ def policy_check(ctx: Context, req: PolicyCheckReq) -> PolicyCheckResult:
             details={"tool": req.tool},
             hint="Name a tool that writes to the store (e.g. ref_set, undo, workflow_run); reads are open to everyone.",
         )
-    request = schemas.read_request(tool, req.arguments).request
+    request = arguments.read_request(tool, req.arguments).request
     ctx.store()  # the store asked about must exist (and meta.repo names it)
     if not tool.mutates:
         refusal = None
