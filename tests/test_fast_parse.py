@@ -6,13 +6,15 @@ changed; an unknown option; --help; the environment's SWARMCTL_* set), the fast 
 the very request Typer builds from the same words, with the same global options, or declines
 (None) and leaves the line to Typer. So it never decides an error: each error, its message and
 usage, stays Typer's. And it does read the hot commands: every example of `op log`, `op show`,
-`op undo`, `ref list`, `ref show` and `ref set` is read without Typer.
+`op undo`, `ref list`, `ref show` and `ref set` is read without Typer, and so is `swarmctl call
+TOOL JSON` for every example's arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
 import sys
 from typing import Any
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 
 from swarmctl import registry
 from swarmctl.cli import app, fast
+from swarmctl.cli import invoke as invoking
 from swarmctl.envelope import SwarmError
 from swarmctl.gen.examples import ACTOR
 
@@ -40,7 +43,8 @@ ENVIRONMENTS = [
 
 def typer_reading(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
     """What Typer makes of `args`: ("ok", tool, global options, request fields), ("error", code),
-    or ("exit", status) for a line that runs no tool (--help, a usage error)."""
+    ("call", tool name, global options, JSON text) for `swarmctl call`, or ("exit", status) for
+    a line that runs no tool (--help, a usage error)."""
     seen: list[Any] = []
 
     def capture(tool, globals_, make_request, usage=None):
@@ -50,7 +54,12 @@ def typer_reading(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
             seen.append(("error", exc.code))
         return 0
 
+    def capture_call(globals_, name, read_arguments):
+        seen.append(("call", name, vars(globals_), read_arguments()))
+        return 0
+
     monkeypatch.setattr(app, "invoke", capture)
+    monkeypatch.setattr(invoking, "call", capture_call)
     status = app.run(list(args))
     return seen[0] if seen else ("exit", status)
 
@@ -59,6 +68,8 @@ def fast_reading(args: list[str]) -> Any:
     parsed = fast.parse(list(args), os.environ)
     if parsed is None:
         return None
+    if isinstance(parsed, fast.ParsedCall):
+        return ("call", parsed.name, vars(parsed.globals_), parsed.text)
     return ("ok", parsed.tool.name, vars(parsed.globals_), fields_of(parsed.request))
 
 
@@ -164,6 +175,69 @@ def test_both_parsers_read_any_line_of_the_hot_commands_alike(path, before, afte
     for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
         monkeypatch.delenv(key, raising=False)
     same_or_declined([*before, *path, *after], monkeypatch, capsys)
+
+
+def call_variants(name: str, text: str) -> list[list[str]]:
+    """`swarmctl call` of the tool on the example's arguments, and the same call written
+    otherwise, right or wrong: the first three mean the same call."""
+    return [
+        ["--repo", STORE, "--as", ACTOR, "call", name, text],
+        ["-R", STORE, f"--as={ACTOR}", "call", name, text],
+        ["--as", ACTOR, "--repo", STORE, "call", name, text],
+        ["call", name, text],
+        ["call", name],
+        ["call", name, ""],
+        ["call", "", text],
+        ["call", "nope", text],
+        ["--repo", STORE, "-o", "table", "-q", "--color", "never", "call", name, text],
+        ["-o", "yaml", "call", name, text],
+        ["-o", "bogus", "call", name, text],
+        ["--repo", STORE, "--repo", STORE, "call", name, text],
+        ["call", name, text, "--repo", STORE],
+        ["call", name, text, "--as", ACTOR],
+        ["call", name, "-"],
+        ["call", name, "-1"],
+        ["call", name, text, "extra"],
+        ["call", name, text, "--help"],
+        ["call", name, "--", text],
+        ["call", "--lines"],
+        ["call", "--lines", "--stop-on-error"],
+        ["call", name, text, "--stop-on-error"],
+        ["call", name, text, "--lines"],
+        ["call"],
+        ["--as", "call", name, text],
+        ["--as=", "call", name, text],
+        ["--quiet=yes", "call", name, text],
+    ]
+
+
+@pytest.mark.parametrize("tool, example", every_example())
+def test_both_parsers_read_each_call_and_its_variants_alike(tool, example, monkeypatch, capsys):
+    """`swarmctl call TOOL JSON` with each example's arguments: each variant in a bare
+    environment, the first three (the same call) in each environment; those are all read (in the
+    bare environment: SWARMCTL_OUTPUT=yaml, say, is Typer's error)."""
+    lines = call_variants(tool.name, json.dumps(example.arguments))
+    for environment in ENVIRONMENTS:
+        for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in environment.items():
+            monkeypatch.setenv(key, value)
+        for args in lines if not environment else lines[:3]:
+            read = same_or_declined(args, monkeypatch, capsys)
+            if not environment and args in lines[:3]:
+                assert read is not None, f"the fast parse left {args} to Typer"
+
+
+CALL_VOCABULARY = ["call", "op_log", "undo", '{"limit": 2}', "{}", "[]", "", "-", "--", "-1", "--lines",
+                   "--stop-on-error", "-R", "--repo", STORE, "--as", ACTOR, "-o", "table", "-q", "--color", "x"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(CALL_VOCABULARY), max_size=7))
+def test_both_parsers_read_any_line_of_call_alike(words, monkeypatch, capsys):
+    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
+        monkeypatch.delenv(key, raising=False)
+    same_or_declined(["call", *words] if "call" not in words else words, monkeypatch, capsys)
 
 
 def test_the_version_is_read_as_importlib_metadata_reads_it():

@@ -107,11 +107,12 @@ def test_a_write_imports_no_typer(store):
         ("--as", "agent/worker-17", "call", "ref_set", '{"name": "scratch", "target": "main"}'),
     ],
 )
-def test_a_call_of_plain_arguments_imports_no_pydantic(store, args):
-    """Arguments plainly of their fields' types are read without pydantic (swarmctl/arguments.py)."""
+def test_a_call_of_plain_arguments_imports_neither_typer_nor_pydantic(store, args):
+    """`call TOOL JSON` is parsed without Typer (cli/fast.py), and arguments plainly of their
+    fields' types are read without pydantic (swarmctl/arguments.py)."""
     modules, envelope = imported_by("--repo", str(store), *args, cwd=store.parent)
     assert envelope["ok"], envelope
-    assert [m for m in slow(modules) if m.startswith(("pydantic", "annotated_types", "swarmctl.schemas"))] == []
+    assert [m for m in slow(modules) if m.startswith(("typer", "click", "pydantic", "annotated_types", "swarmctl.schemas"))] == []
 
 
 def test_the_probe_sees_what_a_command_imports(store):

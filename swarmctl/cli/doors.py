@@ -184,11 +184,7 @@ def call(
 ) -> None:
     from typer._click.exceptions import UsageError
 
-    from swarmctl import registry
-    from swarmctl.calls import call_text
-    from swarmctl.cli.output import emit
-    from swarmctl.context import Context
-    from swarmctl.envelope import Meta, SwarmError, exit_status, failure
+    from swarmctl.cli import invoke
 
     globals_ = cli_ctx.obj
     if lines:
@@ -199,20 +195,9 @@ def call(
         raise UsageError("--stop-on-error goes with --lines", ctx=cli_ctx)
     if tool is None:
         raise UsageError("Missing argument 'TOOL'.", ctx=cli_ctx)
-    tools = registry.Named()
-    ctx = Context(repo=globals_.repo, actor=globals_.actor)
-    try:
-        # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
-        text = _stdin_text() if arguments == "-" else ("{}" if arguments is None else arguments)
-    except SwarmError as exc:
-        envelope = failure(tool if tool in tools else None, exc, Meta(auth=ctx.auth))
-    else:
-        envelope = call_text(tool, text, ctx, tools)
-    ignored = envelope["meta"].get("ignored")
-    if ignored:
-        print(f"swarmctl call: {tool} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
-    emit(envelope, globals_, tools.get(tool))
-    raise typer.Exit(exit_status(envelope))
+    # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
+    read = _stdin_text if arguments == "-" else (lambda: "{}" if arguments is None else arguments)
+    raise typer.Exit(invoke.call(globals_, tool, read))
 
 
 def _stdin_text() -> str:

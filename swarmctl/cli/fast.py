@@ -7,6 +7,8 @@ VALUE`, `--flag=VALUE`, `-n VALUE`, a bare flag, positional words; the global op
 the command or after it), is read here, from the same registry fields and the same global
 option declarations (cli/options.py) Typer's parser is built from. Its request is built by the
 same code (cli/convert.py, with the constraint check) and run by the same cli/invoke.py.
+So is `swarmctl call TOOL [JSON]` (the global options before `call`, as Typer takes them; not
+`-` for stdin, nor --lines), which cli/invoke.py's `call` runs for both parsers.
 
 This parse never decides an error. Whatever it does not read exactly as Typer would (--help,
 `--`, a word or option it does not know, an option given twice, a value not plainly of its
@@ -25,7 +27,7 @@ from typing import Annotated, Any, Literal, Mapping, NamedTuple, get_args, get_o
 
 from swarmctl import registry, version
 from swarmctl.cli.convert import request_from_cli
-from swarmctl.cli.invoke import invoke
+from swarmctl.cli import invoke as invoking
 from swarmctl.cli.options import GLOBAL_OPTIONS, GlobalOption, Globals
 from swarmctl.cli.prescan import completing, options_given_twice
 from swarmctl.spec import Tool, cli_of, is_op_spec, long_flag, unoptional
@@ -41,6 +43,14 @@ class Parsed(NamedTuple):
     tool: Tool
     globals_: Globals
     request: Any
+
+
+class ParsedCall(NamedTuple):
+    """`swarmctl call TOOL [JSON]` read: the global options, the tool's name, the JSON text."""
+
+    globals_: Globals
+    name: str
+    text: str
 
 
 class Field(NamedTuple):
@@ -63,12 +73,16 @@ def print_version() -> int:
     return 0
 
 
-def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | None:
+def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | ParsedCall | None:
     """`args` read as Typer would read them, or None: Typer's to read."""
     if completing(environ) or TYPER_ONLY.intersection(args):
         return None
     root, i = _global_options(args)
-    if root is None or i >= len(args) or args[i] not in registry.AREAS:
+    if root is None or i >= len(args):
+        return None
+    if args[i] == "call":
+        return _call(args, root, args[i + 1 :], environ)
+    if args[i] not in registry.AREAS:
         return None
     tool = _tool_at(args, i)
     fields = plain_fields(tool) if tool is not None else None
@@ -90,10 +104,23 @@ def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | None:
     return Parsed(tool, globals_, request)
 
 
-def run(parsed: Parsed) -> int:
+def _call(args: list[str], root: dict[str, Any], words: list[str], environ: Mapping[str, str]) -> ParsedCall | None:
+    """`call TOOL [JSON]`: one or two words after `call`, neither an option nor `-` (stdin);
+    the `call` command takes no global option after it (cli/doors.py)."""
+    if not 1 <= len(words) <= 2 or any(word.startswith("-") for word in words):
+        return None
+    globals_ = _globals(args, root, {}, environ)
+    if globals_ is None:
+        return None
+    return ParsedCall(globals_, words[0], words[1] if len(words) == 2 else "{}")
+
+
+def run(parsed: Parsed | ParsedCall) -> int:
     """Run a parsed command; what escapes the tool ends as Typer's `main` ends it."""
     try:
-        return invoke(parsed.tool, parsed.globals_, lambda: parsed.request)
+        if isinstance(parsed, ParsedCall):
+            return invoking.call(parsed.globals_, parsed.name, lambda: parsed.text)
+        return invoking.invoke(parsed.tool, parsed.globals_, lambda: parsed.request)
     except KeyboardInterrupt:  # also SIGTERM (Terminated) while printing: typer.core._main's Exit(130)
         return 130
     except EOFError:

@@ -43,6 +43,28 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
     return exit_status(envelope)
 
 
+def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int:
+    """`swarmctl call NAME JSON`: the tool run on the JSON arguments `read_arguments` gives
+    (the word, or stdin), its envelope printed; return its exit status. (Typer parses it in
+    cli/doors.py, or cli/fast.py does.)"""
+    from swarmctl import registry
+    from swarmctl.calls import call_text
+
+    tools = registry.Named()
+    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    try:
+        text = read_arguments()
+    except SwarmError as exc:
+        envelope = failure(name if name in tools else None, exc, Meta(auth=ctx.auth))
+    else:
+        envelope = call_text(name, text, ctx, tools)
+    ignored = envelope["meta"].get("ignored")
+    if ignored:
+        print(f"swarmctl call: {name} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
+    emit(envelope, globals_, tools.get(name))
+    return exit_status(envelope)
+
+
 def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str, Any]:
     ctx.progress = _progress_reporter(globals_)
     ctx.on_warning = _warn
