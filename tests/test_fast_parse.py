@@ -55,7 +55,8 @@ def typer_reading(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
         return 0
 
     def capture_call(globals_, name, read_arguments):
-        seen.append(("call", name, vars(globals_), read_arguments()))
+        text = "<stdin>" if read_arguments is invoking.stdin_text else read_arguments()
+        seen.append(("call", name, vars(globals_), text))
         return 0
 
     monkeypatch.setattr(app, "invoke", capture)
@@ -69,7 +70,7 @@ def fast_reading(args: list[str]) -> Any:
     if parsed is None:
         return None
     if isinstance(parsed, fast.ParsedCall):
-        return ("call", parsed.name, vars(parsed.globals_), parsed.text)
+        return ("call", parsed.name, vars(parsed.globals_), "<stdin>" if parsed.text is None else parsed.text)
     return ("ok", parsed.tool.name, vars(parsed.globals_), fields_of(parsed.request))
 
 
@@ -226,6 +227,13 @@ def test_both_parsers_read_each_call_and_its_variants_alike(tool, example, monke
             read = same_or_declined(args, monkeypatch, capsys)
             if not environment and args in lines[:3]:
                 assert read is not None, f"the fast parse left {args} to Typer"
+
+
+def test_a_call_reading_its_arguments_from_stdin_is_read_without_typer(monkeypatch, capsys):
+    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
+        monkeypatch.delenv(key, raising=False)
+    args = ["--repo", STORE, "--as", ACTOR, "call", "undo", "-"]
+    assert same_or_declined(args, monkeypatch, capsys) == ("call", "undo", vars(fast.parse(args, os.environ).globals_), "<stdin>")
 
 
 CALL_VOCABULARY = ["call", "op_log", "undo", '{"limit": 2}', "{}", "[]", "", "-", "--", "-1", "--lines",

@@ -196,23 +196,8 @@ def call(
     if tool is None:
         raise UsageError("Missing argument 'TOOL'.", ctx=cli_ctx)
     # stdin is read to at most SWARMCTL_MAX_INPUT_BYTES and one byte more, never to its end
-    read = _stdin_text if arguments == "-" else (lambda: "{}" if arguments is None else arguments)
+    read = invoke.stdin_text if arguments == "-" else (lambda: "{}" if arguments is None else arguments)
     raise typer.Exit(invoke.call(globals_, tool, read))
-
-
-def _stdin_text() -> str:
-    from swarmctl import limits
-
-    return _utf8(limits.read_bounded(sys.stdin.buffer, "stdin"), "stdin")
-
-
-def _utf8(data: bytes, what: str) -> str:
-    from swarmctl.envelope import SwarmError
-
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SwarmError("E_INVALID_ARG", f"{what} is not UTF-8 text: {exc}", details={"input": what}) from None
 
 
 def _call_lines(globals_: Any, stop_on_error: bool) -> int:
@@ -221,6 +206,7 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
 
     from swarmctl import limits, registry
     from swarmctl.calls import call_line
+    from swarmctl.cli.invoke import utf8
     from swarmctl.context import Context, OpenStores
     from swarmctl.envelope import Meta, SwarmError, dumps, exit_status, failure, interrupted
 
@@ -235,7 +221,7 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
             try:
                 if raw is None:
                     raise limits.too_big("a line of stdin", limits.max_input_bytes())
-                envelope = call_line(_utf8(raw, "a line of stdin"), ctx, tools)
+                envelope = call_line(utf8(raw, "a line of stdin"), ctx, tools)
             except SwarmError as exc:
                 envelope = failure(None, exc, Meta(auth=ctx.auth))
             except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run

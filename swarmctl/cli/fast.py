@@ -7,8 +7,8 @@ VALUE`, `--flag=VALUE`, `-n VALUE`, a bare flag, positional words; the global op
 the command or after it), is read here, from the same registry fields and the same global
 option declarations (cli/options.py) Typer's parser is built from. Its request is built by the
 same code (cli/convert.py, with the constraint check) and run by the same cli/invoke.py.
-So is `swarmctl call TOOL [JSON]` (the global options before `call`, as Typer takes them; not
-`-` for stdin, nor --lines), which cli/invoke.py's `call` runs for both parsers.
+So is `swarmctl call TOOL [JSON]` (JSON `-`: from stdin; the global options before `call`, as
+Typer takes them; not --lines), which cli/invoke.py's `call` runs for both parsers.
 
 This parse never decides an error. Whatever it does not read exactly as Typer would (--help,
 `--`, a word or option it does not know, an option given twice, a value not plainly of its
@@ -46,11 +46,12 @@ class Parsed(NamedTuple):
 
 
 class ParsedCall(NamedTuple):
-    """`swarmctl call TOOL [JSON]` read: the global options, the tool's name, the JSON text."""
+    """`swarmctl call TOOL [JSON]` read: the global options, the tool's name, the JSON text
+    (None: stdin's, `-`)."""
 
     globals_: Globals
     name: str
-    text: str
+    text: str | None
 
 
 class Field(NamedTuple):
@@ -105,21 +106,23 @@ def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | ParsedCall | 
 
 
 def _call(args: list[str], root: dict[str, Any], words: list[str], environ: Mapping[str, str]) -> ParsedCall | None:
-    """`call TOOL [JSON]`: one or two words after `call`, neither an option nor `-` (stdin);
-    the `call` command takes no global option after it (cli/doors.py)."""
-    if not 1 <= len(words) <= 2 or any(word.startswith("-") for word in words):
+    """`call TOOL [JSON]`: one or two words after `call`, neither an option (JSON may be `-`,
+    stdin); the `call` command takes no global option after it (cli/doors.py)."""
+    if not 1 <= len(words) <= 2 or any(word.startswith("-") for word in words if word != "-") or words[0] == "-":
         return None
     globals_ = _globals(args, root, {}, environ)
     if globals_ is None:
         return None
-    return ParsedCall(globals_, words[0], words[1] if len(words) == 2 else "{}")
+    text = words[1] if len(words) == 2 else "{}"
+    return ParsedCall(globals_, words[0], None if text == "-" else text)
 
 
 def run(parsed: Parsed | ParsedCall) -> int:
     """Run a parsed command; what escapes the tool ends as Typer's `main` ends it."""
     try:
         if isinstance(parsed, ParsedCall):
-            return invoking.call(parsed.globals_, parsed.name, lambda: parsed.text)
+            text = parsed.text
+            return invoking.call(parsed.globals_, parsed.name, invoking.stdin_text if text is None else lambda: text)
         return invoking.invoke(parsed.tool, parsed.globals_, lambda: parsed.request)
     except KeyboardInterrupt:  # also SIGTERM (Terminated) while printing: typer.core._main's Exit(130)
         return 130

@@ -65,6 +65,21 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
     return exit_status(envelope)
 
 
+def stdin_text() -> str:
+    """`call TOOL -`: the arguments from stdin, read to at most SWARMCTL_MAX_INPUT_BYTES and one
+    byte more, never to its end."""
+    from swarmctl import limits
+
+    return utf8(limits.read_bounded(sys.stdin.buffer, "stdin"), "stdin")
+
+
+def utf8(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SwarmError("E_INVALID_ARG", f"{what} is not UTF-8 text: {exc}", details={"input": what}) from None
+
+
 def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str, Any]:
     ctx.progress = _progress_reporter(globals_)
     ctx.on_warning = _warn
