@@ -125,6 +125,24 @@ def variants(cli: tuple[str, ...], path: tuple[str, ...]) -> list[list[str]]:
     return found
 
 
+def read_in_each_environment(lines: list[list[str]], monkeypatch, capsys) -> dict[tuple, Any]:
+    """Each line read by both parsers (`same_or_declined`) in a bare environment, and the first
+    three (the same call) in each of ENVIRONMENTS too: by (line, environment)."""
+    read = {}
+    for environment in ENVIRONMENTS:
+        bare_environment(monkeypatch)
+        for key, value in environment.items():
+            monkeypatch.setenv(key, value)
+        for args in lines if not environment else lines[:3]:
+            read[tuple(args), tuple(environment.items())] = same_or_declined(args, monkeypatch, capsys)
+    return read
+
+
+def bare_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
+        monkeypatch.delenv(key, raising=False)
+
+
 def every_example() -> list[Any]:
     cases = []
     for tool in registry.tools():
@@ -137,14 +155,7 @@ def every_example() -> list[Any]:
 def test_both_parsers_read_each_example_and_its_variants_alike(tool, example, monkeypatch, capsys):
     """Each variant in a bare environment; the first three (the same call) in each environment."""
     lines = variants(example.cli, tool.cli)
-    read = {}
-    for environment in ENVIRONMENTS:
-        for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
-            monkeypatch.delenv(key, raising=False)
-        for key, value in environment.items():
-            monkeypatch.setenv(key, value)
-        for args in lines if not environment else lines[:3]:
-            read[tuple(args), tuple(environment.items())] = same_or_declined(args, monkeypatch, capsys)
+    read = read_in_each_environment(lines, monkeypatch, capsys)
     if tool.name in HOT:
         for args in lines[:3]:
             assert read[tuple(args), ()] is not None, f"{tool.name}: the fast parse left {args} to Typer"
@@ -173,8 +184,7 @@ VOCABULARY = sorted(
 def test_both_parsers_read_any_line_of_the_hot_commands_alike(path, before, after, monkeypatch, capsys):
     """Lines made of the hot commands' own words, in any order: right, wrong and odd ones
     (an option's value missing or taken from the next option, a word twice, `=` on a flag)."""
-    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
-        monkeypatch.delenv(key, raising=False)
+    bare_environment(monkeypatch)
     same_or_declined([*before, *path, *after], monkeypatch, capsys)
 
 
@@ -218,20 +228,13 @@ def test_both_parsers_read_each_call_and_its_variants_alike(tool, example, monke
     environment, the first three (the same call) in each environment; those are all read (in the
     bare environment: SWARMCTL_OUTPUT=yaml, say, is Typer's error)."""
     lines = call_variants(tool.name, json.dumps(example.arguments))
-    for environment in ENVIRONMENTS:
-        for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
-            monkeypatch.delenv(key, raising=False)
-        for key, value in environment.items():
-            monkeypatch.setenv(key, value)
-        for args in lines if not environment else lines[:3]:
-            read = same_or_declined(args, monkeypatch, capsys)
-            if not environment and args in lines[:3]:
-                assert read is not None, f"the fast parse left {args} to Typer"
+    read = read_in_each_environment(lines, monkeypatch, capsys)
+    for args in lines[:3]:
+        assert read[tuple(args), ()] is not None, f"the fast parse left {args} to Typer"
 
 
 def test_a_call_reading_its_arguments_from_stdin_is_read_without_typer(monkeypatch, capsys):
-    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
-        monkeypatch.delenv(key, raising=False)
+    bare_environment(monkeypatch)
     args = ["--repo", STORE, "--as", ACTOR, "call", "undo", "-"]
     assert same_or_declined(args, monkeypatch, capsys) == ("call", "undo", vars(fast.parse(args, os.environ).globals_), "<stdin>")
 
@@ -243,8 +246,7 @@ CALL_VOCABULARY = ["call", "op_log", "undo", '{"limit": 2}', "{}", "[]", "", "-"
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(words=st.lists(st.sampled_from(CALL_VOCABULARY), max_size=7))
 def test_both_parsers_read_any_line_of_call_alike(words, monkeypatch, capsys):
-    for key in ("SWARMCTL_OUTPUT", "SWARMCTL_AS", "SWARMCTL_REPO"):
-        monkeypatch.delenv(key, raising=False)
+    bare_environment(monkeypatch)
     same_or_declined(["call", *words] if "call" not in words else words, monkeypatch, capsys)
 
 
