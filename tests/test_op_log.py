@@ -177,6 +177,10 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
             rows = records.op_records(conn, [op["op"] for op in ops])
             dicts = records.op_record_dicts(conn, [op["op"] for op in ops])
             some = records.op_record_dicts(conn, [7, 2, 999_999, 5])  # not a run, one missing
+            # Runs read as a range, in their own order: newest first, oldest first, and the
+            # numbers of a run out of order, each record where it was asked for.
+            orders = [[5, 4, 3], [3, 4, 5], [4, 3, 5], [5, 5], [6]]
+            in_order = [records.op_record_dicts(conn, order) for order in orders]
             # The collector is off only while a page is built, and left off if it was off.
             assert gc.isenabled()
             gc.disable()
@@ -193,6 +197,7 @@ def test_a_page_of_records_is_what_op_record_would_give(sw):
     assert [list(d.items()) for d in dicts] == [list(row.json().items()) for row in rows]
     by_op = {op["op"]: op for op in ops}
     assert some == [by_op[7], by_op[2], by_op[5]]
+    assert in_order == [[by_op[op] for op in order] for order in orders]
     assert any(op["undone_by"] for op in ops) and any(op["ref_moves"] for op in ops)
     assert plain(JsonRows(ops)) is not None and type(plain(JsonRows(ops))) is JsonRows  # as they are
 

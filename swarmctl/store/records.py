@@ -21,7 +21,7 @@ def op_records(conn: Conn, ops: list[int]) -> list[OpRow]:
         heads, moves, made, undone_by = _record_parts(conn, ops, as_json=False)
         return [
             OpRow(op, kind, actor, at, description, moves[op], made[op], undoes, undone_by.get(op), digest)
-            for op, kind, actor, at, description, undoes, digest in (heads[op] for op in ops if op in heads)
+            for op, kind, actor, at, description, undoes, digest in heads
         ]
 
 
@@ -35,7 +35,7 @@ def op_record_dicts(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
                 "op": op, "kind": kind, "actor": actor, "at": at, "description": description, "ref_moves": moves[op],
                 "changesets": made[op], "undoes": undoes, "undone_by": undone_by.get(op), "hash": digest,
             }
-            for op, kind, actor, at, description, undoes, digest in (heads[op] for op in ops if op in heads)
+            for op, kind, actor, at, description, undoes, digest in heads
         ]
 
 
@@ -54,16 +54,24 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _record_parts(conn: Conn, ops: list[int], *, as_json: bool) -> tuple[dict[int, tuple], dict[int, list], dict[int, list[str]], dict[int, int]]:
-    """The rows of an op record, by op: its own row (OpHead's columns, then its hash), its
-    ref moves (MoveRows, or their JSON form), the changesets it made, the undo in effect."""
+def _record_parts(conn: Conn, ops: list[int], *, as_json: bool) -> tuple[list[tuple], dict[int, list], dict[int, list[str]], dict[int, int]]:
+    """The rows of an op record: each op's own row (OpHead's columns, then its hash), in the
+    order of `ops` (an op that does not exist left out); by op, its ref moves (MoveRows, or
+    their JSON form), the changesets it made, the undo in effect."""
     if not ops:
-        return {}, {}, {}, {}
-    # A page of the whole log is a run of op numbers: read as a range, not as a list of them.
-    run = len(set(ops)) == len(ops) == max(ops) - min(ops) + 1
+        return [], {}, {}, {}
+    # A page of the whole log is a run of op numbers: read as a range, not as a list of them,
+    # and in the page's order (newest first, or oldest first), so that no lookup puts it in order.
+    step = -1 if ops[0] > ops[-1] else 1
+    run = ops == list(range(ops[0], ops[-1] + step, step))
     among, given = ("BETWEEN ? AND ?", (min(ops), max(ops))) if run else (f"IN ({','.join('?' * len(ops))})", ops)
     link = "hash" if stored_format(conn) >= 2 else "NULL"  # format 1: no hash chain yet
-    heads = {row[0]: row for row in conn.execute(f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op {among}", given)}
+    heads_sql = f"SELECT {_OP_COLUMNS}, {link} FROM ops WHERE op {among}"
+    if run:
+        heads = conn.execute(heads_sql + (" ORDER BY op DESC" if step < 0 else " ORDER BY op"), given).fetchall()
+    else:
+        by_op = {row[0]: row for row in conn.execute(heads_sql, given)}
+        heads = [by_op[op] for op in ops if op in by_op]
     moves: dict[int, list] = {op: [] for op in ops}
     cursor = conn.execute(f"SELECT op, name, old, new FROM ref_moves WHERE op {among} ORDER BY op, seq", given)
     if as_json:
