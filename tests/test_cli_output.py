@@ -219,12 +219,17 @@ def test_repeatable_options_and_values_after_double_dash_are_not_counted_twice(s
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_command_still_prints_one_envelope_and_writes_nothing(sw, store, signum):
+@pytest.mark.parametrize(
+    "command",
+    [("ref", "set", "hotfix", "main", "--create"), ("call", "ref_set", '{"name": "hotfix", "target": "main", "create": true}')],
+    ids=["cli", "call"],
+)
+def test_an_interrupted_command_still_prints_one_envelope_and_writes_nothing(sw, store, signum, command):
     """Stopped inside its write transaction (the fault hook holds it just before COMMIT), the
-    command rolls back, prints E_INTERRUPTED and exits 130."""
+    command rolls back, prints E_INTERRUPTED and exits 130: as a command, and through `call`."""
     flag = sw.tmp / "paused"
     proc = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", store, "--as", ALICE, "ref", "set", "hotfix", "main", "--create"],
+        [*swarmctl_argv(), "--repo", store, "--as", ALICE, *command],
         env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -52,12 +52,15 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
 
     tools = registry.Named()
     ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    op = name if name in tools else None
+    started = time.perf_counter()
     try:
-        text = read_arguments()
-    except SwarmError as exc:
-        envelope = failure(name if name in tools else None, exc, Meta(auth=ctx.auth))
-    else:
-        envelope = call_text(name, text, ctx, tools)
+        envelope = call_text(name, read_arguments(), ctx, tools)
+    except SwarmError as exc:  # the arguments could not be read (stdin too big, not UTF-8)
+        envelope = failure(op, exc, Meta(auth=ctx.auth))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the tool ran: as a command says it
+        elapsed_ms = int((time.perf_counter() - started) * 1000)
+        envelope = failure(op, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
     ignored = envelope["meta"].get("ignored")
     if ignored:
         print(f"swarmctl call: {name} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
