@@ -59,8 +59,7 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
     except SwarmError as exc:  # the arguments could not be read (stdin too big, not UTF-8)
         envelope = failure(op, exc, Meta(auth=ctx.auth))
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the tool ran: as a command says it
-        elapsed_ms = int((time.perf_counter() - started) * 1000)
-        envelope = failure(op, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
+        envelope = _interrupted(op, exc, ctx, started)
     ignored = envelope["meta"].get("ignored")
     if ignored:
         print(f"swarmctl call: {name} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
@@ -90,11 +89,16 @@ def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str,
     try:
         return runner.run(tool, request, ctx)
     except KeyboardInterrupt as exc:
-        elapsed_ms = int((time.perf_counter() - started) * 1000)
-        return failure(tool.name, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
+        return _interrupted(tool.name, exc, ctx, started)
     finally:
         if ctx.progress is not None:
             ctx.progress.close()
+
+
+def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: float) -> dict[str, Any]:
+    """The envelope of a tool stopped by Ctrl-C or SIGTERM (its transaction rolled back)."""
+    elapsed_ms = int((time.perf_counter() - started) * 1000)
+    return failure(op, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
 
 
 def _warn(message: str) -> None:
