@@ -8,11 +8,12 @@ JSON, where a field named twice is E_INVALID_ARG rather than last-one-wins; and,
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 from swarmctl import jsontext, runner
-from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, failure
+from swarmctl.context import Context, OpenStores
+from swarmctl.envelope import Meta, SwarmError, exit_status, failure, interrupted
 from swarmctl.spec import Tool
 
 
@@ -62,10 +63,13 @@ def call_text(name: str, text: str, ctx: Context, tools: Mapping[str, Tool]) -> 
 LINE_FIELDS = ("tool", "arguments", "id")
 
 
-def call_line(line: str, ctx: Context, tools: Mapping[str, Tool]) -> dict[str, Any]:
+def call_line(
+    line: str, ctx: Context, tools: Mapping[str, Tool], before: Callable[[Tool], None] | None = None
+) -> dict[str, Any]:
     """The envelope of one line of `swarmctl call --lines`: `{"tool": NAME, "arguments": {...},
     "id": ...}` (`arguments` optional, `{}`; `id` optional, any JSON value, echoed as `meta.id`).
-    A line that is not such an object is E_INVALID_ARG and runs nothing. Never raises."""
+    A line that is not such an object is E_INVALID_ARG and runs nothing. `before(tool)` is
+    called just before a tool runs. Never raises (but what `before` raises)."""
     try:
         call = jsontext.parse_arguments(line)
     except SwarmError as exc:
@@ -80,6 +84,8 @@ def call_line(line: str, ctx: Context, tools: Mapping[str, Tool]) -> dict[str, A
     elif not isinstance(name, str):
         envelope = failure(None, _bad_line('a call names its tool as a string: "tool": NAME', {"field": "tool"}), Meta(auth=ctx.auth))
     else:
+        if before is not None and name in tools:
+            before(tools[name])
         envelope = call_tool(name, call.get("arguments", {}), ctx, tools)
     if "id" in call:
         envelope["meta"]["id"] = call["id"]
@@ -93,3 +99,92 @@ def _bad_line(message: str, details: dict[str, Any]) -> SwarmError:
         details={**details, "known": list(LINE_FIELDS)},
         hint='Write one call a line: {"tool": "ref_set", "arguments": {"name": "main", "target": "3f9a"}, "id": 1}.',
     )
+
+
+# --- group commit: the calls `call --lines` has in hand commit together -----------------------
+
+# A group holds the store's write lock: at most this many calls, or this long, before it
+# commits and another process may write.
+GROUP_CALLS = 256
+GROUP_SECONDS = 0.2
+
+
+class Batch:
+    """The calls of `swarmctl call --lines`, on one open store, each envelope passed to `emit`
+    (False from it: the reader is gone, run nothing more), and the exit status of the first
+    failure in `status`.
+
+    Group commit: the calls the door has in hand (those one read of stdin brought, up to
+    GROUP_CALLS or GROUP_SECONDS) commit together, each a savepoint of one transaction
+    (SqliteStore.begin_group), and their envelopes are emitted after that transaction's commit
+    and its one sync: no envelope says a write happened before it is on disk. The door calls
+    `flush` before it waits for more lines, so a caller who writes a line and waits gets its
+    answer. A tool that may use the store other than through its call's connection, or start a
+    process (`group_commit` False), runs alone, after the calls before it committed.
+    """
+
+    def __init__(self, context: Callable[[OpenStores], Context], emit: Callable[[dict[str, Any]], bool],
+                 stop_on_error: bool = False) -> None:
+        from swarmctl import registry
+
+        self.tools, self.stores = registry.Named(), OpenStores()
+        self.context, self.emit, self.stop_on_error = context, emit, stop_on_error
+        self.status = 0
+        self._pending: list[dict[str, Any]] = []  # the envelopes of the open group's calls
+        self._opened = 0.0
+
+    def call(self, read: Callable[[], str]) -> bool:
+        """Run the call `read()` gives (what it raises is the call's error); False: stop."""
+        ctx = self.context(self.stores)
+        try:
+            envelope = call_line(read(), ctx, self.tools, self._before)
+        except SwarmError as exc:
+            envelope = failure(None, exc, Meta(auth=ctx.auth))
+        except _ReaderGone:
+            return False
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
+            envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+            if self.flush():  # the calls before it ended: theirs first
+                self.emit(envelope)
+            self.status = exit_status(envelope)
+            return False
+        self._pending.append(envelope)
+        stopping = self.stop_on_error and not envelope["ok"]
+        full = len(self._pending) >= GROUP_CALLS or time.monotonic() - self._opened >= GROUP_SECONDS
+        if stopping or full or not self.stores.grouping:
+            return self.flush() and not stopping
+        return True
+
+    def flush(self) -> bool:
+        """Commit the open group, then emit its envelopes; False when the reader is gone."""
+        lost = self.stores.end_groups()
+        for envelope in self._pending:
+            if lost is not None and envelope["ok"]:
+                envelope = lost_with_group(envelope, lost)
+            if not self.emit(envelope):
+                return False
+            if not envelope["ok"]:
+                self.status = self.status or exit_status(envelope)
+        self._pending.clear()
+        return True
+
+    def close(self) -> None:
+        self.stores.close()  # a group not flushed is rolled back: its calls were never answered
+
+    def _before(self, tool: Tool) -> None:
+        if not tool.group_commit:
+            if not self.flush():
+                raise _ReaderGone
+        elif not self.stores.grouping:
+            self.stores.grouping, self._opened = True, time.monotonic()
+
+
+class _ReaderGone(Exception):
+    """The door's reader is gone: run nothing more."""
+
+
+def lost_with_group(envelope: dict[str, Any], lost: SwarmError) -> dict[str, Any]:
+    """The envelope of a call whose write was undone with its group's: `lost`, with its meta."""
+    failed = failure(envelope["op"], lost, Meta())
+    failed["meta"] = envelope["meta"]
+    return failed

@@ -34,6 +34,10 @@ class OpenStores:
 
     def __init__(self) -> None:
         self._open: dict[str, tuple[Store, tuple[int, int] | None]] = {}
+        # Group commit (`call --lines`): while True, a held store writes each call as a
+        # savepoint of one transaction until end_groups commits it (Store.begin_group).
+        self.grouping = False
+        self._lost: SwarmError | None = None
         # Where each (--repo as given, working directory) led, found once for the door's life.
         self._targets: dict[tuple[str | None, Path], str | Path] = {}
 
@@ -54,12 +58,32 @@ class OpenStores:
         if held is not None:
             store, opened_as = held
             if opened_as == identity:
+                if self.grouping:
+                    store.begin_group()
                 return store, True
             del self._open[key]
+            self._end_group(store)
             store.close()
         store = Store.open(Path(where))
         self._open[key] = (store, identity)
+        if self.grouping:
+            store.begin_group()
         return store, True
+
+    def end_groups(self) -> SwarmError | None:
+        """Commit each held store's group (see Store.begin_group) and stop grouping: None when
+        every write since grouping began is committed, else the error that lost some of them."""
+        self.grouping = False
+        for store, _ in self._open.values():
+            self._end_group(store)
+        lost, self._lost = self._lost, None
+        return lost
+
+    def _end_group(self, store: Store) -> None:
+        try:
+            store.end_group()
+        except SwarmError as exc:
+            self._lost = self._lost or exc
 
     def close(self) -> None:
         for store, _ in self._open.values():

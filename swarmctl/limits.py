@@ -127,12 +127,15 @@ class Lines:
         return [bytes(self.held)] if self.held and not self.dropping else []
 
 
-def read_lines(stream: BinaryIO) -> Iterator[bytes | None]:
-    """The lines of `stream` as they arrive, each held to SWARMCTL_MAX_INPUT_BYTES (None: longer)."""
+def read_lines(stream: BinaryIO) -> Iterator[list[bytes | None]]:
+    """The lines of `stream` as they arrive, each held to SWARMCTL_MAX_INPUT_BYTES (None: longer),
+    in runs: each run the lines one read brought, all in hand (reading on would wait for more)."""
     lines = Lines(max_input_bytes())
     while chunk := stream.read1(1 << 16):  # type: ignore[attr-defined]
-        yield from lines.feed(chunk)
-    yield from lines.end()
+        if got := lines.feed(chunk):
+            yield got
+    if last := lines.end():
+        yield last
 
 
 def read_file(path: str | os.PathLike, what: str) -> bytes:

@@ -223,6 +223,10 @@ class Tool(NamedTuple):
     needs_store: bool = True
     mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
     records: str | None = None  # the result's list, one record a line with `-o jsonl` (e.g. "ops")
+    # `call --lines` may commit it together with the calls beside it (one sync for all of them;
+    # each still writes all of itself or nothing): it uses the store only through ctx.store(),
+    # within the call, and starts no process.
+    group_commit: bool = False
     since: str = "0.1.0"
 
     @property

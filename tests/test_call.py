@@ -326,3 +326,234 @@ def test_a_door_takes_the_time_of_an_op_another_connection_appended_since_its_la
     assert [(o["op"], o["at"]) for o in ops] == [
         (9, "2026-11-30T12:01:00.000Z"), (8, "2026-11-30T12:01:00.000Z"), (7, "2026-11-30T12:00:00.000Z")
     ]
+
+
+# --- group commit: the calls `call --lines` has in hand commit together -----------------------
+
+
+def test_call_lines_in_hand_commit_together_each_writing_all_of_itself_or_nothing(sw):
+    """Lines given at once commit as one group (each call a savepoint of one transaction): a
+    failing call rolls back alone, every other one keeps its own op, and a later call of the
+    group sees the earlier ones, as it would if each had committed alone."""
+    from core_helpers import problems
+
+    ids = build_golden_store(sw)
+    code, out = run_lines(sw, lines(
+        {"tool": "ref_set", "arguments": {"name": "g/one", "target": ids["base"], "create": True}},
+        {"tool": "ref_set", "arguments": {"name": "g/one", "target": "main", "expect": "release/v1"}},  # stale: E_CAS_MISMATCH
+        {"tool": "changeset_create", "arguments": {"message": "in a group", "ref": "g/two"}},
+        {"tool": "ref_delete", "arguments": {"name": "no/such/ref"}},  # E_NOT_FOUND
+        {"tool": "undo", "arguments": {"op": 7}},
+        {"tool": "op_log", "arguments": {"limit": 4}},
+        {"tool": "ref_show", "arguments": {"name": "g/two"}},
+    ))
+    assert [e["ok"] for e in out] == [True, False, True, False, True, True, True]
+    assert [out[1]["error"]["code"], out[3]["error"]["code"]] == ["E_CAS_MISMATCH", "E_NOT_FOUND"]
+    assert [out[0]["result"]["op"], out[2]["result"]["op"], out[4]["result"]["op"]] == [7, 8, 9]
+    assert [op["op"] for op in out[5]["result"]["ops"]] == [9, 8, 7, 6]  # the group's own ops, seen inside it
+    assert out[6]["result"]["target"] == out[2]["result"]["changeset"]["id"]
+    assert code == 3
+    logged = sw.ok("--repo", str(sw.store), "op", "log", "-n", "4")["ops"]
+    assert logged == out[5]["result"]["ops"]  # committed as the group saw them
+    assert sw("--repo", str(sw.store), "ref", "show", "g/one").error["code"] == "E_NOT_FOUND"  # undone by op 9
+    assert problems(sw.store) == []
+
+
+def test_call_lines_answers_each_waiting_caller_before_reading_on(sw):
+    """A caller that writes one line and waits gets that line's envelope: a group never waits
+    for a line that has not come, and what it wrote is committed before the answer (another
+    process sees it at once)."""
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    door = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
+    )
+    try:
+        for i in range(3):
+            door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": f"w/{i}", "target": ids["base"], "create": True}}))
+            door.stdin.flush()
+            assert json.loads(door.stdout.readline())["result"]["op"] == 7 + i
+            shown = sw.process("--repo", str(sw.store), "ref", "show", f"w/{i}")
+            assert (shown.exit, shown.result["op"]) == (0, 7 + i)
+    finally:
+        door.stdin.close()
+        door.wait(timeout=120)
+        door.stdout.close()
+        door.stderr.close()
+
+
+def test_every_envelope_call_lines_printed_before_it_was_killed_is_in_the_store(sw):
+    """Killed in the middle of a long batch (SIGKILL: no clean-up), the door has printed only
+    envelopes of writes already committed: each op they name is in the log, the log has no gap,
+    and the store passes its checks. What was in hand and not yet answered may be lost whole."""
+    from core_helpers import problems
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    batch = sw.tmp / "batch.jsonl"
+    batch.write_text(lines(*(
+        {"tool": "ref_set", "arguments": {"name": "main", "target": ids["fix" if i % 2 else "base"]}, "id": i}
+        for i in range(20_000)
+    )))
+    with batch.open("rb") as stdin:
+        door = subprocess.Popen(
+            [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=sw.env,
+        )
+        printed = [json.loads(door.stdout.readline()) for _ in range(600)]
+        door.kill()
+        door.wait(timeout=120)
+        door.stdout.close()
+    assert all(e["ok"] for e in printed) and [e["meta"]["id"] for e in printed] == list(range(600))
+    newest = sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"]
+    assert newest >= printed[-1]["result"]["op"] == 6 + 600
+    assert newest < 6 + 20_000  # killed before the end: the test saw a door die mid-batch
+    assert problems(sw.store) == []
+    log = sw.ok("--repo", str(sw.store), "op", "log", "-n", "1000")["ops"]
+    assert [o["op"] for o in log] == list(range(newest, max(newest - 1000, 0), -1))
+
+
+def test_an_interrupted_call_lines_prints_what_ended_before_it_then_e_interrupted(sw):
+    """Ctrl-C while a write of a group is held just before its commit: the calls before it in
+    the group ended, so their envelopes come first; the write itself rolls back; exit 130."""
+    import signal
+    import time
+
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    flag = sw.tmp / "paused"
+    door = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+    )
+    door.stdin.write(lines(
+        {"tool": "ref_show", "arguments": {"name": "main"}, "id": 1},
+        {"tool": "op_log", "arguments": {"limit": 1}, "id": 2},
+        {"tool": "ref_set", "arguments": {"name": "main", "target": ids["base"]}, "id": 3},
+        {"tool": "ref_list", "id": 4},
+    ))
+    door.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
+        time.sleep(0.01)
+    door.send_signal(signal.SIGINT)
+    out, err = door.communicate(timeout=60)
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert [(e["meta"].get("id"), e["ok"]) for e in printed] == [(1, True), (2, True), (None, False)], err
+    assert printed[2]["error"]["code"] == "E_INTERRUPTED" and door.returncode == 130
+    assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 6  # nothing written
+
+
+def test_a_call_that_may_start_a_process_runs_after_the_group_before_it_committed(sw):
+    """A workflow's command may itself write the store: it runs only after the calls before it
+    committed (it sees them), and the calls after it wait for it (they see what it wrote)."""
+    from swarm import swarmctl_argv
+
+    from wfkit import Kit
+
+    kit = Kit(sw)
+    step = [*swarmctl_argv(), "--repo", kit.repo, "--as", "agent/step"]
+    flow = kit.write(f"""\
+        name = "sees-the-group"
+        [[step]]
+        name = "look"
+        run = {json.dumps([*step, "ref", "show", "before"])}
+        [[step]]
+        name = "write"
+        run = {json.dumps([*step, "ref", "set", "by-step", "main", "--create"])}
+        """)
+    door = subprocess.run(
+        [*swarmctl_argv(), "--repo", kit.repo, "--as", AGENT, "call", "--lines"],
+        input=lines(
+            {"tool": "ref_set", "arguments": {"name": "before", "target": "main", "create": True}},
+            {"tool": "workflow_run", "arguments": {"file": str(flow)}},
+            {"tool": "ref_show", "arguments": {"name": "by-step"}},
+            {"tool": "ref_set", "arguments": {"name": "after", "target": "by-step", "create": True}},
+        ),
+        capture_output=True, text=True, env=sw.env, cwd=kit.dir, timeout=300,
+    )
+    out = [json.loads(line) for line in door.stdout.splitlines()]
+    assert [e["ok"] for e in out] == [True] * 4, out
+    assert out[1]["result"]["workflow"]["state"] == "completed", out[1]["result"]
+    assert [out[0]["result"]["op"], out[2]["result"]["op"], out[3]["result"]["op"]] == [4, 5, 6]  # op 5: the step's
+
+
+def test_calls_in_hand_commit_as_one_group_not_one_transaction_each(sw):
+    """What group commit saves, seen in the WAL: 20 writes given at once add a group's pages to
+    it (each page once), where 20 commits would add every changed page 20 times over."""
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    wal = sw.store / "swarmops.db-wal"
+    batch = sw.tmp / "batch.jsonl"
+    batch.write_text(lines(*(
+        {"tool": "ref_set", "arguments": {"name": "main", "target": ids["fix" if i % 2 else "base"]}} for i in range(20)
+    )))
+    before = wal.stat().st_size
+    with batch.open("rb") as stdin:
+        ran = subprocess.run(
+            [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+            stdin=stdin, capture_output=True, text=True, env=sw.env, timeout=300,
+        )
+    assert [json.loads(line)["result"]["op"] for line in ran.stdout.splitlines()] == list(range(7, 27))
+    frames = (wal.stat().st_size - before) // (4096 + 24)  # a WAL frame: a page and its header
+    assert 0 < frames < 100, frames  # one commit a call writes at least 3 pages each: 60 and more
+
+
+def test_a_group_sqlite_rolls_back_whole_fails_every_call_it_held(sw):
+    """When a failure makes SQLite roll back the whole transaction (here: an INSERT interrupted,
+    as sqlite3_interrupt does), the calls the group held are lost too: ending the group says so
+    with that failure's error, and `call --lines` prints it for each of them instead of ok."""
+    from swarmctl.calls import lost_with_group
+    from swarmctl.context import Context, OpenStores
+    from swarmctl.envelope import Meta, SwarmError, success
+    from swarmctl.store.db import Move
+
+    ids = build_golden_store(sw)
+    stores = OpenStores()
+    stores.grouping = True
+    try:
+        store = Context(repo=str(sw.store), stores=stores).store()
+        with store.write(AGENT) as w:
+            kept = w.append_op("ref_set", "held by the group", [Move("g/a", None, ids["base"])])
+        armed = []
+        store.conn.set_progress_handler(lambda: bool(armed and armed.pop()), 1)
+        with pytest.raises(SwarmError) as failed:
+            with store.write(AGENT) as w:
+                armed.append(True)
+                w.conn.execute("INSERT INTO meta(key, value) VALUES ('g', 'interrupted')")
+        store.conn.set_progress_handler(None, 1)
+        assert not store.conn.in_transaction  # SQLite rolled back the group's transaction itself
+        lost = stores.end_groups()
+        assert lost is not None and lost.code == failed.value.code, lost
+        with store.write(AGENT) as w:  # the connection writes on, one transaction a call
+            after = w.append_op("ref_set", "after the lost group", [Move("g/b", None, ids["base"])])
+    finally:
+        stores.close()
+    assert kept == after == 7
+    assert sw("--repo", str(sw.store), "ref", "show", "g/a").error["code"] == "E_NOT_FOUND"
+    assert sw.ok("--repo", str(sw.store), "ref", "show", "g/b")["op"] == 7
+    answered = success("ref_set", {"op": kept}, Meta(repo=str(sw.store)))
+    answered["meta"]["id"] = 1
+    printed = lost_with_group(answered, lost)
+    assert (printed["ok"], printed["error"]["code"], printed["meta"]) == (False, lost.code, answered["meta"])
+
+
+def test_the_tools_that_group_are_the_ones_the_readme_names():
+    """README says which calls of `call --lines` group (`ref_*`: every ref tool); the registry's
+    `group_commit` flags are those."""
+    import fnmatch
+    import re
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
+    sentence = re.search(r"Only calls of (.*?) group;", readme).group(1)
+    patterns = re.findall(r"`([a-z_*]+)`", sentence)
+    named = {tool.name for tool in registry.tools() if any(fnmatch.fnmatch(tool.name, p) for p in patterns)}
+    assert {tool.name for tool in registry.tools() if tool.group_commit} == named
+    assert "undo" in named and "workflow_run" not in named

@@ -201,42 +201,35 @@ def call(
 
 
 def _call_lines(globals_: Any, stop_on_error: bool) -> int:
-    """`call --lines`: each line of stdin a call, each envelope a line of stdout, as it ends."""
+    """`call --lines`: each line of stdin a call, each envelope a line of stdout (calls.Batch)."""
     from pathlib import Path
 
-    from swarmctl import limits, registry
-    from swarmctl.calls import call_line
+    from swarmctl import limits
+    from swarmctl.calls import Batch
     from swarmctl.cli.invoke import utf8
-    from swarmctl.context import Context, OpenStores
-    from swarmctl.envelope import Meta, SwarmError, dumps, exit_status, failure, interrupted
+    from swarmctl.context import Context
+    from swarmctl.envelope import dumps
 
-    tools, stores, status = registry.Named(), OpenStores(), 0
     cwd = Path.cwd()  # where --repo is taken from, or the store discovered: the same for every line
+    batch = Batch(lambda stores: Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores),
+                  lambda envelope: _write_line(dumps(envelope)), stop_on_error)
+
+    def text(raw: bytes | None) -> str:
+        if raw is None:
+            raise limits.too_big("a line of stdin", limits.max_input_bytes())
+        return utf8(raw, "a line of stdin")
+
     try:
         # Each line is held to SWARMCTL_MAX_INPUT_BYTES: a longer one is refused, never held whole.
-        for raw in limits.read_lines(sys.stdin.buffer):
-            if raw is not None and not raw.strip():
-                continue
-            ctx = Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores)
-            try:
-                if raw is None:
-                    raise limits.too_big("a line of stdin", limits.max_input_bytes())
-                envelope = call_line(utf8(raw, "a line of stdin"), ctx, tools)
-            except SwarmError as exc:
-                envelope = failure(None, exc, Meta(auth=ctx.auth))
-            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
-                envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
-                _write_line(dumps(envelope))
-                return exit_status(envelope)
-            if not _write_line(dumps(envelope)):
-                break  # the reader is gone: run nothing more that no one would see
-            if not envelope["ok"]:
-                status = status or exit_status(envelope)
-                if stop_on_error:
-                    break
+        for run in limits.read_lines(sys.stdin.buffer):
+            for raw in run:
+                if (raw is None or raw.strip()) and not batch.call(lambda: text(raw)):
+                    return batch.status
+            if not batch.flush():  # the next line is not here yet: answer those before it
+                return batch.status
     finally:
-        stores.close()
-    return status
+        batch.close()
+    return batch.status
 
 
 def _write_line(text: str) -> bool:

@@ -65,6 +65,11 @@ class SqliteStore(Store):
         # The newest op as of this connection's last write, and the data_version it holds for:
         # while no other connection has committed since, a write need not read it again.
         self._known_head: tuple[int | None, Head | None] = (None, None)
+        # Group commit (`call --lines`, see begin_group): whether writes are savepoints in one
+        # transaction now, how many it holds, and whether it was lost (True, or what lost it).
+        self._grouping = False
+        self._grouped = 0
+        self._group_lost: SwarmError | bool = False
 
     # --- opening -------------------------------------------------------------------------
 
@@ -185,20 +190,28 @@ class SqliteStore(Store):
     # --- the transaction helper's steps (see Store.write) ---------------------------------
 
     def translate(self, exc: BaseException) -> SwarmError:
-        return translate(exc, self.path)  # type: ignore[arg-type]
+        error = translate(exc, self.path)  # type: ignore[arg-type]
+        if self._group_lost is True:
+            self._group_lost = error  # what undid the group's transaction undid its calls too
+        return error
 
     def _check_writable(self) -> None:
         if not self.writable:
             raise forbidden(self.path, f"the store at {self.path} {unwritable_why(self.path)}")
 
     def _begin_read(self) -> None:
-        self.conn.execute("BEGIN")
+        if not self._in_group():
+            self.conn.execute("BEGIN")
 
     def _end_read(self) -> None:
-        self.conn.execute("COMMIT")
+        if not self._in_group():
+            self.conn.execute("COMMIT")
 
     def _begin_write(self) -> str:
-        self.conn.execute("BEGIN IMMEDIATE")
+        if not self._in_group():
+            self.conn.execute("BEGIN IMMEDIATE")
+        if self._grouping:
+            self.conn.execute("SAVEPOINT call")
         self._version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         version, head = self._known_head
         if version is None or version != self._version:
@@ -214,7 +227,8 @@ class SqliteStore(Store):
         return None  # the rowid: max + 1, inside BEGIN IMMEDIATE
 
     def _commit(self, writer: Writer) -> None:
-        self.conn.execute("COMMIT")
+        self.conn.execute("RELEASE call" if self._grouping else "COMMIT")
+        self._grouped += self._grouping
         if writer.op is not None:
             self._sealed_at = self._version
             # data_version does not change for this connection's own commits: the op it just
@@ -224,6 +238,7 @@ class SqliteStore(Store):
     def _forget_head(self) -> None:
         super()._forget_head()
         self._known_head = (None, None)
+        self._sealed_at = None
 
     def _head_is_own(self) -> bool:
         # PRAGMA data_version changes when another connection commits, never for this one's own
@@ -231,5 +246,54 @@ class SqliteStore(Store):
         return self._sealed_at is not None and self._sealed_at == self._version
 
     def _rollback(self) -> None:
+        if self._grouping and self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK TO call")  # this call's writes; the group's stay
+                self.conn.execute("RELEASE call")
+                return
+            except sqlite3.Error:
+                pass
+        if self._grouping and self._grouped and not self._group_lost:
+            self._group_lost = True  # SQLite rolled back the whole transaction, or must now
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
+
+    # --- group commit: the calls `call --lines` has in hand, committed together -------------
+
+    def begin_group(self) -> None:
+        """Write each call as a savepoint in one transaction, until end_group commits them all.
+
+        Each call still writes all of itself or nothing (a failing one rolls back to its
+        savepoint; the others keep theirs), takes its own op, and sees the ones before it; the
+        transaction holds the store's write lock, so no one sees any of them before the commit,
+        whose one sync makes all of them durable. `call --lines` groups only the calls already
+        waiting on its stdin, and prints their envelopes after that commit, never before.
+        """
+        self._grouping = True
+
+    def end_group(self) -> None:
+        """Commit the group's writes, and write one transaction a call again. Raises the typed
+        error that lost them when they were not committed: the COMMIT failed, or a failure SQLite
+        answers by rolling back the whole transaction (a full disk, an I/O error) undid them."""
+        grouping, lost = self._grouping, self._group_lost
+        self._grouping, self._group_lost, self._grouped = False, False, 0
+        if not grouping:
+            return
+        if lost:
+            self._rollback()
+            self._forget_head()
+            if isinstance(lost, SwarmError):
+                raise lost
+            from swarmctl.envelope import internal_error
+
+            raise internal_error(RuntimeError("a group of calls was rolled back by a failure of no known kind"))
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                self._forget_head()
+                raise self.translate(exc) from exc
+
+    def _in_group(self) -> bool:
+        return self._grouping and self.conn.in_transaction

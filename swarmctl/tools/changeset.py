@@ -174,6 +174,7 @@ CHANGESET_CREATE = Tool(
     # With `ref` it moves an existing ref: that overwrites what the ref named.
     annotations=Annotations(read_only=False, destructive=True, idempotent=False),
     mutates=True,
+    group_commit=True,
 )
 
 CHANGESET_SHOW = Tool(
@@ -186,6 +187,7 @@ CHANGESET_SHOW = Tool(
     run=changeset_show,
     annotations=READ,
     mutates=False,
+    group_commit=True,
 )
 
 TOOLS = [CHANGESET_CREATE, CHANGESET_SHOW]

@@ -146,10 +146,12 @@ def op_show(ctx: Context, req: OpShowReq) -> OpRecord:
 OP_LOG = Tool(
     name="op_log", cli=("op", "log"), title="Op log", summary="List operations, newest first.",
     request=OpLogReq, result=OpLogResult, run=op_log, annotations=READ, mutates=False, records="ops",
+    group_commit=True,
 )
 OP_SHOW = Tool(
     name="op_show", cli=("op", "show"), title="Show an op", summary="Show one operation in full.",
     request=OpShowReq, result=OpRecord, run=op_show, annotations=READ, mutates=False,
+    group_commit=True,
 )
 TOOLS = [OP_LOG, OP_SHOW]
 

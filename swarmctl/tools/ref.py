@@ -227,6 +227,7 @@ REF_SET = Tool(
     run=ref_set,
     annotations=Annotations(read_only=False, destructive=True, idempotent=True),
     mutates=True,
+    group_commit=True,
 )
 REF_DELETE = Tool(
     name="ref_delete",
@@ -238,6 +239,7 @@ REF_DELETE = Tool(
     run=ref_delete,
     annotations=_MOVE,
     mutates=True,
+    group_commit=True,
 )
 REF_LIST = Tool(
     name="ref_list",
@@ -250,6 +252,7 @@ REF_LIST = Tool(
     annotations=READ,
     mutates=False,
     records="refs",
+    group_commit=True,
 )
 REF_SHOW = Tool(
     name="ref_show",
@@ -261,6 +264,7 @@ REF_SHOW = Tool(
     run=ref_show,
     annotations=READ,
     mutates=False,
+    group_commit=True,
 )
 
 TOOLS = [REF_SET, REF_DELETE, REF_LIST, REF_SHOW]

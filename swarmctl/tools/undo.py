@@ -268,6 +268,7 @@ UNDO = Tool(
     name="undo", cli=("op", "undo"), title="undo", summary="Undo an operation.",
     request=UndoReq, result=UndoResult, run=undo,
     annotations=Annotations(read_only=False, destructive=True, idempotent=True), mutates=True,
+    group_commit=True,
 )
 
 TOOLS = [UNDO]
