@@ -557,3 +557,35 @@ def test_the_tools_that_group_are_the_ones_the_readme_names():
     named = {tool.name for tool in registry.tools() if any(fnmatch.fnmatch(tool.name, p) for p in patterns)}
     assert {tool.name for tool in registry.tools() if tool.group_commit} == named
     assert "undo" in named and "workflow_run" not in named
+
+
+def test_two_doors_and_a_command_writing_at_once_lose_nothing_and_leave_no_gap(sw):
+    """Two `call --lines` batches (each committing groups) and CLI writes race on one store:
+    every call succeeds (a group waits for the lock as a single write does), each door's ops
+    rise in its order, the log is gapless, and the store passes its checks."""
+    from core_helpers import problems
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+    doors = []
+    for door in ("a", "b"):
+        batch = sw.tmp / f"{door}.jsonl"
+        batch.write_text(lines(*(
+            {"tool": "ref_set", "arguments": {"name": f"{door}/main", "target": ids["fix" if i % 2 else "base"], "create": i == 0}}
+            for i in range(1500)
+        )))
+        with batch.open("rb") as stdin:
+            doors.append(subprocess.Popen(
+                [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
+            ))
+    cli = [sw.process("--repo", str(sw.store), "--as", ALICE, "ref", "set", "c/main", ids["base" if i % 2 else "fix"],
+                      *(["--create"] if i == 0 else [])) for i in range(5)]
+    results = [door.communicate(timeout=300) for door in doors]
+    assert [door.returncode for door in doors] == [0, 0], [err for _, err in results]
+    assert [ran.exit for ran in cli] == [0] * 5
+    ops = [[json.loads(line)["result"]["op"] for line in out.splitlines()] for out, _ in results]
+    assert all(len(mine) == 1500 and mine == sorted(mine) for mine in ops)
+    every = sorted([*ops[0], *ops[1], *(ran.result["op"] for ran in cli)])
+    assert every == list(range(7, 7 + 3005))
+    assert problems(sw.store) == []
