@@ -109,6 +109,7 @@ class Context:
         _store: Store | None = None,
         stores: OpenStores | None = None,
         auth: str | None = None,
+        json_text: bool = False,
     ) -> None:
         # The registry's tools by name, for a tool that acts on other tools (`schema`, `policy
         # check`): set by the runner, the one path from a request to an envelope. A tool module
@@ -123,6 +124,9 @@ class Context:
         self.resolved: dict[str, Any] = {}
         self._store = _store
         self._stores = stores  # a door's open stores to borrow from (None: open and close our own)
+        # A door that prints the envelope as JSON text with envelope.dumps sets this: a tool may
+        # then give a long list of records as their JSON text (spec.JsonTexts), not as values.
+        self.json_text = json_text
         self._borrowed = False
         # A door may set this to show progress to people (tools call it with a dict per event;
         # see tools/workflow/execute.py). None: report nothing.

@@ -195,9 +195,30 @@ _LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
 def dumps(envelope: dict[str, Any]) -> str:
-    """The compact form: one line, no spaces, keys in the order built. The wire format."""
+    """The compact form: one line, no spaces, keys in the order built. The wire format.
+
+    A list of records kept as JSON text (spec.JsonTexts) is written in as it is: the encoder
+    writes a placeholder for it, a string no envelope holds otherwise (store text and requests
+    never hold a NUL), which is then replaced by the records."""
+    spliced: dict[str, str] = {}
+
+    def as_placeholder(value: Any) -> str:
+        texts = getattr(value, "json_texts", None)
+        if texts is None:
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        placeholder = f"\x00records-{len(spliced)}\x00"
+        spliced[json.dumps(placeholder)] = "[" + ",".join(texts) + "]"
+        return placeholder
+
     # An envelope is a tree of plain values, never a cycle: the encoder need not look for one.
-    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, check_circular=False, default=as_placeholder)
+    for placeholder, records in spliced.items():
+        text = text.replace(placeholder, records, 1)
+    return line_safe(text)
+
+
+def line_safe(text: str) -> str:
+    """JSON text with the characters some readers take for line breaks escaped (_LINE_BREAKS)."""
     for char, escaped in _LINE_BREAKS.items():
         if char in text:  # only ever inside a string: JSON has no other place for it
             text = text.replace(char, escaped)

@@ -290,7 +290,7 @@ def plain(value: Any) -> Any:
     A page of 10,000 ops is about 140,000 values: the exact types JSON has are answered first,
     and each dataclass's field names are looked up once per class (`_FIELD_NAMES`)."""
     kind = type(value)
-    if kind in _JSON_SCALARS or kind is JsonRows:
+    if kind in _JSON_SCALARS or kind is JsonRows or kind is JsonTexts:
         return value
     if kind is list or kind is tuple:
         return [plain(v) for v in value]
@@ -313,6 +313,44 @@ class JsonRows(list):
     the order of their result type's fields): `plain` returns them as they are, which spares a
     page of 10,000 ops a round trip through dataclasses. tests/test_op_log.py checks that they
     equal what the result type would give."""
+
+
+class JsonTexts:
+    """Records a store query built as JSON text, one compact text each (as envelope.dumps would
+    write their JsonRows), for a door that prints the envelope as JSON text (Context.json_text):
+    envelope.dumps writes them in as they are, which spares a page of 10,000 ops building its
+    values and encoding them again. Read as a sequence, they are their JsonRows (decoded once).
+    tests/test_op_log.py checks that they are what envelope.dumps writes of those rows."""
+
+    __slots__ = ("json_texts", "_rows")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.json_texts = texts
+        self._rows: JsonRows | None = None
+
+    def rows(self) -> JsonRows:
+        if self._rows is None:
+            import json
+
+            self._rows = JsonRows(json.loads("[" + ",".join(self.json_texts) + "]"))
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.json_texts)
+
+    def __iter__(self) -> Any:
+        return iter(self.rows())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.rows()[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self.rows() == (other.rows() if isinstance(other, JsonTexts) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"JsonTexts({len(self.json_texts)} records)"
 
 
 _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})

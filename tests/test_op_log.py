@@ -1,5 +1,6 @@
 """`op log` and `op show`: newest first, filters, cursors, --reverse."""
 
+import re
 import pytest
 import time
 
@@ -224,3 +225,100 @@ def test_a_big_table_is_printed_plain_one_line_an_op(sw, monkeypatch):
     assert plain_[6] == f"more: --before {ops[3]['op']}"
     rich = sw("--repo", str(sw.store), "-o", "table", "op", "log", "-n", "3").stdout
     assert "┃" in rich  # at or below PLAIN_ROWS, Rich's table as before
+
+
+# Text a record may hold that JSON writes escaped, or that a reader may take for a line break.
+HOSTILE = 'a "quoted" ,"undone_by":null, \\ back\tslash\n\x01\x1f\x7f \x85 \u2028\u2029 é 😀'
+
+
+def _texts_and_dumps(store, ops: list[int]):
+    from swarmctl.envelope import dumps
+    from swarmctl.store import Store, records
+
+    opened = Store.open(store)
+    try:
+        with opened.read() as conn:
+            texts = records.op_record_texts(conn, ops)
+            dicts = records.op_record_dicts(conn, ops)
+    finally:
+        opened.close()
+    return texts, [dumps(d) for d in dicts]
+
+
+def test_a_page_as_json_text_is_what_dumps_writes_of_its_records(sw):
+    """For a door that prints JSON text, `op log` takes each record's JSON text from SQLite's
+    JSON functions (spec.JsonTexts): byte for byte what envelope.dumps writes of its record (as
+    a line of its own, line breaks escaped), ref moves and changesets in order, undone_by set, in
+    the order asked; on PostgreSQL there is no such path and the records are built as values."""
+    import sqlite3
+
+    ids = build_log_store(sw)
+    sw.ok(*as_(sw, AGENT), "op", "undo", "6")  # op 10: op 6 undone
+    sw.ok(*as_(sw, ALICE), "tx", "begin")
+    for name in ("z/one", "a/two", "m/three"):
+        sw.ok(*as_(sw, ALICE), "tx", "set", name, ids["docs"])
+    sw.ok(*as_(sw, ALICE), "tx", "commit")  # op 11: three moves
+    if sw.backend == "postgres":
+        assert _texts_and_dumps(sw.store, [11, 10, 9])[0] is None
+        return
+    with sqlite3.connect(sw.store / "swarmops.db") as db:  # hostile text where the CLI would refuse it
+        db.execute("UPDATE ops SET description = ?, actor = ? WHERE op = 9", (HOSTILE, HOSTILE))
+        db.execute("UPDATE ref_moves SET name = ? WHERE op = 7", (HOSTILE,))
+    for ops in (list(range(11, 0, -1)), list(range(1, 12)), [9, 2, 11, 999_999, 6, 6], [10], []):
+        texts, dumped = _texts_and_dumps(sw.store, ops)
+        assert [line_safe_of(t) for t in texts] == dumped, ops
+    log = sw.process("--repo", str(sw.store), "op", "log").envelope["result"]["ops"]  # through the CLI: a pipe
+    assert [op["ref_moves"] for op in log if op["op"] == 11] == [[
+        {"name": "z/one", "old": None, "new": ids["docs"]}, {"name": "a/two", "old": None, "new": ids["docs"]},
+        {"name": "m/three", "old": None, "new": ids["docs"]},
+    ]]
+    assert [op["undone_by"] for op in log if op["op"] == 6] == [10] and log[2]["description"] == HOSTILE
+
+
+def line_safe_of(text: str) -> str:
+    from swarmctl.envelope import line_safe
+
+    return line_safe(text)
+
+
+@pytest.mark.backends("sqlite")
+def test_any_text_in_a_record_is_written_as_dumps_writes_it(sw):
+    """Hypothesis: any text (any code point SQLite keeps) in an op's description and actor."""
+    import sqlite3
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    build_golden_store(sw)
+    db = sqlite3.connect(sw.store / "swarmops.db")
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), st.text(max_size=10))
+    def check(description: str, actor: str) -> None:
+        with db:
+            db.execute("UPDATE ops SET description = ?, actor = ? WHERE op = 4", (description, actor))
+        texts, dumped = _texts_and_dumps(sw.store, [6, 5, 4, 3])
+        assert [line_safe_of(t) for t in texts] == dumped
+
+    try:
+        check()
+    finally:
+        db.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_where_sqlite_writes_json_otherwise_the_records_are_built_as_values(sw, monkeypatch):
+    """An SQLite whose JSON text differs from Python's for any character of the probe (or that
+    lacks the JSON functions) gets no texts: `op log` builds its records as values, and prints
+    the same bytes."""
+    from swarmctl.store import records
+
+    build_log_store(sw)
+    fast = sw.process("--repo", str(sw.store), "op", "log").stdout
+    monkeypatch.setattr(records, "_json_as_python", False)
+    assert _texts_and_dumps(sw.store, [3, 2, 1])[0] is None
+    slow = sw("--repo", str(sw.store), "op", "log").stdout  # in this process: the probe says no
+    strip = lambda text: re.sub(r'"elapsed_ms":\d+', "", text)  # noqa: E731
+    assert strip(fast) == strip(slow)
+    monkeypatch.setattr(records, "_json_as_python", None)
+    monkeypatch.setattr(records, "_PROBE_SQL", "SELECT json_nosuchfunction(?, ?)")
+    assert _texts_and_dumps(sw.store, [3, 2, 1])[0] is None

@@ -211,7 +211,7 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     from swarmctl.envelope import dumps
 
     cwd = Path.cwd()  # where --repo is taken from, or the store discovered: the same for every line
-    batch = Batch(lambda stores: Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores),
+    batch = Batch(lambda stores: Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores, json_text=True),
                   lambda envelope: _write_line(dumps(envelope)), stop_on_error)
 
     def text(raw: bytes | None) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from swarmctl import runner
 from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
-from swarmctl.cli.output import emit, wants_color
+from swarmctl.cli.output import emit, prints_json_text, wants_color
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted
 from swarmctl.spec import Tool
@@ -23,7 +23,7 @@ from swarmctl.spec import Tool
 
 def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage: str | None = None) -> int:
     """Build the request, run the tool, print the envelope; return its exit status."""
-    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    ctx = Context(repo=globals_.repo, actor=globals_.actor, json_text=prints_json_text(globals_))
     try:
         request = make_request()
     except SwarmError as exc:
@@ -51,7 +51,7 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
     from swarmctl.calls import call_text
 
     tools = registry.Named()
-    ctx = Context(repo=globals_.repo, actor=globals_.actor)
+    ctx = Context(repo=globals_.repo, actor=globals_.actor, json_text=prints_json_text(globals_))
     op = name if name in tools else None
     started = time.perf_counter()
     try:

@@ -13,7 +13,8 @@ import re
 import sys
 from typing import Any
 
-from swarmctl.envelope import dumps
+from swarmctl.envelope import dumps, line_safe
+from swarmctl.spec import JsonTexts
 
 
 def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
@@ -22,7 +23,11 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             print(quiet_line(envelope["error"]), file=sys.stderr)
         return
     if globals_.output == "jsonl":
-        _write("".join(dumps(record) + "\n" for record in jsonl_records(envelope, tool)))
+        records = jsonl_records(envelope, tool)
+        if isinstance(records, JsonTexts):  # each record's JSON text already
+            _write("".join(line_safe(text) + "\n" for text in records.json_texts))
+        else:
+            _write("".join(dumps(record) + "\n" for record in records))
         return
     color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
     if globals_.output == "table":
@@ -72,16 +77,24 @@ def quiet_line(error: dict[str, Any]) -> str:
     return f"{error['code']}: {inert(' '.join(str(error['message']).split()))}"
 
 
-def jsonl_records(envelope: dict[str, Any], tool: Any) -> list[Any]:
+def jsonl_records(envelope: dict[str, Any], tool: Any) -> list[Any] | JsonTexts:
     """What `-o jsonl` prints, a line each: the records of a list result (the tool names its list),
     the result itself otherwise, or the whole envelope of a failure."""
     if not envelope["ok"]:
         return [envelope]
     result = envelope["result"]
     records = getattr(tool, "records", None)
-    if records and isinstance(result, dict) and isinstance(result.get(records), list):
+    if records and isinstance(result, dict) and isinstance(result.get(records), (list, JsonTexts)):
         return result[records]
     return [result]
+
+
+def prints_json_text(globals_: Any) -> bool:
+    """Whether `emit` prints the envelope (or, with `-o jsonl`, its records) as compact JSON
+    text with envelope.dumps: then a tool may keep its records as JSON text (Context.json_text)."""
+    if globals_.output == "jsonl":
+        return True
+    return globals_.output == "json" and not (_isatty(sys.stdout) or globals_.color == "always")
 
 
 def _isatty(stream: Any) -> bool:

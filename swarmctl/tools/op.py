@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from swarmctl import names
 from swarmctl.context import Context
-from swarmctl.spec import READ, Cli, JsonRows, Range, Tool, arg, request_type, result_type, Example
+from swarmctl.spec import READ, Cli, JsonRows, JsonTexts, Range, Tool, arg, request_type, result_type, Example
 from swarmctl.store import queries, records
 from swarmctl.store.schema import OP_KINDS
 from swarmctl.tools.common import OpNumber, OpSpec, RefMove, op_arg, resolve_op
@@ -103,17 +103,19 @@ def op_log(ctx: Context, req: OpLogReq) -> OpLogResult:
     store = ctx.store()
     with store.read() as conn:
         found, has_more = queries.op_log(conn, query)
-        # The rows are OpRecords in their JSON form already (see spec.JsonRows).
-        page = JsonRows(records.op_record_dicts(conn, found))
+        # The rows are OpRecords in their JSON form already (see spec.JsonRows), or their JSON
+        # text for a door that prints JSON text (spec.JsonTexts).
+        texts = records.op_record_texts(conn, found) if ctx.json_text else None
+        page: JsonRows | JsonTexts = JsonRows(records.op_record_dicts(conn, found)) if texts is None else JsonTexts(texts)
     forward = req.after is not None and req.before is None
     result = OpLogResult(
         ops=page,
         has_more=has_more,
-        next_before=page[-1]["op"] if page and has_more and not forward else None,
-        next_after=page[0]["op"] if page and has_more and forward else None,
+        next_before=found[-1] if found and has_more and not forward else None,
+        next_after=found[0] if found and has_more and forward else None,
     )
     if req.reverse:
-        result.ops.reverse()
+        result.ops = JsonRows(page[::-1]) if texts is None else JsonTexts(texts[::-1])
     return result
 
 
