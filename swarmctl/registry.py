@@ -73,9 +73,19 @@ class Named(Mapping[str, Tool]):
     """The tools by name, for a door that runs tools named by its caller (`swarmctl call`):
     a name is looked up first in the area its first word names (`ref_set` in `ref`), which
     imports only that area's modules, so a call to one tool does not pay for building every
-    other's types; any other name (`undo`), and listing them, read every tool."""
+    other's types; any other name (`undo`), and listing them, read every tool. A name found is
+    kept: a long-lived door (`call --lines`) looks each one up once."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, Tool] = {}
 
     def __getitem__(self, name: str) -> Tool:
+        found = self._found.get(name)
+        if found is None:
+            found = self._found[name] = self._find(name)
+        return found
+
+    def _find(self, name: str) -> Tool:
         word = name.split("_", 1)[0]
         if word in AREAS:
             found = next((t for t in area(word) if t.name == name), None)
