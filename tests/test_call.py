@@ -538,6 +538,18 @@ def test_a_group_sqlite_rolls_back_whole_fails_every_call_it_held(sw):
     assert kept == after == 7
     assert sw("--repo", str(sw.store), "ref", "show", "g/a").error["code"] == "E_NOT_FOUND"
     assert sw.ok("--repo", str(sw.store), "ref", "show", "g/b")["op"] == 7
+    stores = OpenStores()  # a transaction gone with no failure seen: the group is lost all the same
+    stores.grouping = True
+    try:
+        store = Context(repo=str(sw.store), stores=stores).store()
+        with store.write(AGENT) as w:
+            w.append_op("ref_set", "held by the group", [Move("g/c", None, ids["base"])])
+        store.conn.execute("ROLLBACK")
+        unknown = stores.end_groups()
+    finally:
+        stores.close()
+    assert unknown is not None and unknown.code == "E_INTERNAL"
+    assert sw("--repo", str(sw.store), "ref", "show", "g/c").error["code"] == "E_NOT_FOUND"
     answered = success("ref_set", {"op": kept}, Meta(repo=str(sw.store)))
     answered["meta"]["id"] = 1
     printed = lost_with_group(answered, lost)

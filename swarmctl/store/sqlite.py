@@ -191,7 +191,7 @@ class SqliteStore(Store):
 
     def translate(self, exc: BaseException) -> SwarmError:
         error = translate(exc, self.path)  # type: ignore[arg-type]
-        if self._group_lost is True:
+        if self._grouped and not self.conn.in_transaction and not isinstance(self._group_lost, SwarmError):
             self._group_lost = error  # what undid the group's transaction undid its calls too
         return error
 
@@ -275,10 +275,12 @@ class SqliteStore(Store):
         """Commit the group's writes, and write one transaction a call again. Raises the typed
         error that lost them when they were not committed: the COMMIT failed, or a failure SQLite
         answers by rolling back the whole transaction (a full disk, an I/O error) undid them."""
-        grouping, lost = self._grouping, self._group_lost
+        grouping, lost, grouped = self._grouping, self._group_lost, self._grouped
         self._grouping, self._group_lost, self._grouped = False, False, 0
         if not grouping:
             return
+        if grouped and not self.conn.in_transaction:
+            lost = lost or True  # SQLite rolled the transaction back, whatever failure did it
         if lost:
             self._rollback()
             self._forget_head()
