@@ -54,10 +54,12 @@ larger than SWARMCTL_MAX_INPUT_BYTES (16 MiB) or nested deeper than SWARMCTL_MAX
 
 With --lines (and no TOOL), it reads JSON Lines from stdin, one call a line:
 {"tool": "ref_set", "arguments": {...}, "id": 7} (arguments optional; id optional, any JSON
-value, echoed as meta.id), and prints one envelope a line as each call ends, on one open store.
-Each call is its own transaction and op; a failing call does not stop the rest unless
---stop-on-error is given. Blank lines are skipped. The exit status is 0 when every call
-succeeded, else the exit code of the first failure.
+value, echoed as meta.id), and prints one envelope a line, in order, once the call's write is
+committed, on one open store. Each call is its own op and writes all of itself or nothing; a
+failing call does not stop the rest unless --stop-on-error is given. Lines already waiting on
+stdin commit together, each a savepoint of one transaction synced once (ref_*, changeset_*,
+op_log, op_show, undo; any other tool runs alone). Blank lines are skipped. The exit status is 0
+when every call succeeded, else the exit code of the first failure.
 """
 
 
