@@ -175,7 +175,8 @@ class Batch:
         # every 100 ms once it has waited a while), and gets it only if it is free when it tries:
         # groups back to back would leave it free a few percent of the time, and a long batch
         # would keep other agents waiting for seconds.
-        time.sleep(held * FAIR_SHARE)
+        if self.stores.wrote:
+            time.sleep(held * FAIR_SHARE)
         return True
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ class OpenStores:
         # Group commit (`call --lines`): while True, a held store writes each call as a
         # savepoint of one transaction until end_groups commits it (Store.begin_group).
         self.grouping = False
+        self.wrote = False
         self._lost: SwarmError | None = None
         # Where each (--repo as given, working directory) led, found once for the door's life.
         self._targets: dict[tuple[str | None, Path], str | Path] = {}
@@ -72,8 +73,9 @@ class OpenStores:
 
     def end_groups(self) -> SwarmError | None:
         """Commit each held store's group (see Store.begin_group) and stop grouping: None when
-        every write since grouping began is committed, else the error that lost some of them."""
-        self.grouping = False
+        every write since grouping began is committed, else the error that lost some of them.
+        `wrote` says whether any group held its store's write lock."""
+        self.grouping, self.wrote = False, False
         for store, _ in self._open.values():
             self._end_group(store)
         lost, self._lost = self._lost, None
@@ -81,9 +83,10 @@ class OpenStores:
 
     def _end_group(self, store: Store) -> None:
         try:
-            store.end_group()
+            self.wrote = store.end_group() or self.wrote  # type: ignore[attr-defined]
         except SwarmError as exc:
             self._lost = self._lost or exc
+            self.wrote = True
 
     def close(self) -> None:
         for store, _ in self._open.values():

@@ -601,3 +601,29 @@ def test_two_doors_and_a_command_writing_at_once_lose_nothing_and_leave_no_gap(s
     every = sorted([*ops[0], *ops[1], *(ran.result["op"] for ran in cli)])
     assert every == list(range(7, 7 + 3005))
     assert problems(sw.store) == []
+
+
+def test_a_group_of_reads_takes_no_lock_and_says_so(sw):
+    """A group that only read never began a write transaction: nothing to commit, and `wrote`
+    false (the door then leaves no pause for other writers); one write makes it true."""
+    from swarmctl.context import Context, OpenStores
+    from swarmctl.store.db import Move
+
+    ids = build_golden_store(sw)
+    stores = OpenStores()
+    try:
+        for writes in (False, True):
+            stores.grouping = True
+            store = Context(repo=str(sw.store), stores=stores).store()
+            with store.read() as conn:
+                conn.execute("SELECT COUNT(*) FROM ops").fetchone()
+            assert not store.conn.in_transaction
+            if writes:
+                with store.write(AGENT) as w:
+                    w.append_op("ref_set", "one write", [Move("g/w", None, ids["base"])])
+                assert store.conn.in_transaction  # the group's, until it ends
+            assert (stores.end_groups(), stores.wrote) == (None, writes)
+            assert not store.conn.in_transaction
+    finally:
+        stores.close()
+    assert sw.ok("--repo", str(sw.store), "ref", "show", "g/w")["op"] == 7

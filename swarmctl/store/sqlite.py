@@ -68,6 +68,7 @@ class SqliteStore(Store):
         # Group commit (`call --lines`, see begin_group): whether writes are savepoints in one
         # transaction now, how many it holds, and whether it was lost (True, or what lost it).
         self._grouping = False
+        self._group_open = False  # the group's write transaction has begun
         self._grouped = 0
         self._group_lost: SwarmError | bool = False
 
@@ -210,6 +211,7 @@ class SqliteStore(Store):
     def _begin_write(self) -> str:
         if not self._in_group():
             self.conn.execute("BEGIN IMMEDIATE")
+            self._group_open = self._grouping
         if self._grouping:
             self.conn.execute("SAVEPOINT call")
         self._version = self.conn.execute("PRAGMA data_version").fetchone()[0]
@@ -255,6 +257,7 @@ class SqliteStore(Store):
                 pass
         if self._grouping and self._grouped and not self._group_lost:
             self._group_lost = True  # SQLite rolled back the whole transaction, or must now
+        self._group_open = False
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
@@ -271,14 +274,16 @@ class SqliteStore(Store):
         """
         self._grouping = True
 
-    def end_group(self) -> None:
-        """Commit the group's writes, and write one transaction a call again. Raises the typed
-        error that lost them when they were not committed: the COMMIT failed, or a failure SQLite
-        answers by rolling back the whole transaction (a full disk, an I/O error) undid them."""
+    def end_group(self) -> bool:
+        """Commit the group's writes, and write one transaction a call again; whether the group
+        held the store's write lock (it wrote). Raises the typed error that lost its writes when
+        they were not committed: the COMMIT failed, or a failure SQLite answers by rolling back
+        the whole transaction (a full disk, an I/O error) undid them."""
         grouping, lost, grouped = self._grouping, self._group_lost, self._grouped
         self._grouping, self._group_lost, self._grouped = False, False, 0
+        began, self._group_open = self._group_open, False
         if not grouping:
-            return
+            return False
         if grouped and not self.conn.in_transaction:
             lost = lost or True  # SQLite rolled the transaction back, whatever failure did it
         if lost:
@@ -289,13 +294,16 @@ class SqliteStore(Store):
             from swarmctl.envelope import internal_error
 
             raise internal_error(RuntimeError("a group of calls was rolled back by a failure of no known kind"))
-        if self.conn.in_transaction:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                self._forget_head()
-                raise self.translate(exc) from exc
+        if not began or not self.conn.in_transaction:
+            return False  # only reads: no lock was taken
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            self._forget_head()
+            raise self.translate(exc) from exc
+        return True
 
     def _in_group(self) -> bool:
-        return self._grouping and self.conn.in_transaction
+        """Inside the group's write transaction (not a read's own, before the group wrote)."""
+        return self._grouping and self._group_open and self.conn.in_transaction
