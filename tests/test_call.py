@@ -627,3 +627,76 @@ def test_a_group_of_reads_takes_no_lock_and_says_so(sw):
     finally:
         stores.close()
     assert sw.ok("--repo", str(sw.store), "ref", "show", "g/w")["op"] == 7
+
+
+def test_any_batch_grouped_gives_what_it_gives_one_call_a_transaction(sw, frozen_clock, tmp_path):
+    """Hypothesis: any sequence of calls (writes that succeed, conflict, fail or are refused,
+    undos, reads, lines that are not calls) run as groups of the calls in hand gives the same
+    envelopes, the same op log and the same refs as the same calls each committed alone, on two
+    copies of one store (the clock frozen, so ids and hashes match)."""
+    import shutil
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from core_helpers import problems
+    from swarmctl.calls import Batch
+    from swarmctl.context import Context
+
+    ids = build_golden_store(sw)
+    targets = [ids["base"][:8], ids["fix"][:8], "main", "release/v1", "no/such"]
+    names = ["main", "release/v1", "g/a", "g/b"]
+    call = st.one_of(
+        st.builds(lambda n, t, c: {"tool": "ref_set", "arguments": {"name": n, "target": t, **({"create": True} if c else {})}},
+                  st.sampled_from(names), st.sampled_from(targets), st.booleans()),
+        st.builds(lambda n, t: {"tool": "ref_set", "arguments": {"name": n, "target": t, "expect": ids["base"][:8]}},
+                  st.sampled_from(names), st.sampled_from(targets)),
+        st.builds(lambda n: {"tool": "ref_delete", "arguments": {"name": n}}, st.sampled_from(names)),
+        st.builds(lambda m, r: {"tool": "changeset_create", "arguments": {"message": m, "ref": r}}, st.sampled_from("xy"), st.sampled_from(names)),
+        st.builds(lambda op, dry: {"tool": "undo", "arguments": {"op": op, "dry_run": dry}}, st.one_of(st.integers(1, 12), st.just("@")), st.booleans()),
+        st.builds(lambda n: {"tool": "op_log", "arguments": {"limit": n}}, st.integers(1, 4)),
+        st.builds(lambda n: {"tool": "ref_show", "arguments": {"name": n}}, st.sampled_from(names)),
+        st.just({"tool": "ref_list"}),
+        st.just("not a call"),
+    )
+
+    def run(store, lines: list[str], grouped: bool) -> list[dict]:
+        out: list[dict] = []
+        batch = Batch(lambda stores: Context(repo=str(store), actor=AGENT, cwd=tmp_path, stores=stores, json_text=True),
+                      lambda envelope: out.append(envelope) or True)
+        try:
+            for line in lines:
+                batch.call(lambda: line)
+                if not grouped:
+                    batch.flush()  # each its own group: the call committed alone
+            batch.flush()
+        finally:
+            batch.close()
+        return [json.loads(dumps_of(e).replace(str(store), "STORE")) for e in out]
+
+    def state(store) -> tuple:
+        log = sw.ok("--repo", str(store), "op", "log", "-n", "1000")["ops"]
+        return log, sw.ok("--repo", str(store), "ref", "list")["refs"]
+
+    seen = {"n": 0}
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(call, min_size=1, max_size=12))
+    def check(calls: list) -> None:
+        seen["n"] += 1
+        stores = [tmp_path / f"case{seen['n']}-{way}" for way in ("grouped", "alone")]
+        for store in stores:
+            shutil.copytree(sw.store, store)
+        lines = [c if isinstance(c, str) else json.dumps(c) for c in calls]
+        grouped, alone = run(stores[0], lines, True), run(stores[1], lines, False)
+        strip = lambda envelopes: [{**e, "meta": {**e["meta"], "elapsed_ms": 0}} for e in envelopes]  # noqa: E731
+        assert strip(grouped) == strip(alone)
+        assert state(stores[0]) == state(stores[1])
+        assert problems(stores[0]) == []
+
+    check()
+
+
+def dumps_of(envelope: dict) -> str:
+    from swarmctl.envelope import dumps
+
+    return dumps(envelope)
