@@ -9,7 +9,8 @@ JSON, where a field named twice is E_INVALID_ARG rather than last-one-wins; and,
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 from swarmctl import jsontext, runner
 from swarmctl.context import Context, OpenStores
@@ -162,15 +163,16 @@ class Batch:
         """Commit the open group, then emit its envelopes; False when the reader is gone. Then
         leave the store's write lock free for a fifth of the time the group held it."""
         held = time.monotonic() - self._opened if self.stores.grouping else 0.0
-        lost = self.stores.end_groups()
-        for envelope in self._pending:
-            if lost is not None and envelope["ok"]:
-                envelope = lost_with_group(envelope, lost)
-            if not self.emit(envelope):
-                return False
-            if not envelope["ok"]:
-                self.status = self.status or exit_status(envelope)
-        self._pending.clear()
+        with _interrupts_held():  # a Ctrl-C or SIGTERM now comes once every committed call is answered
+            lost = self.stores.end_groups()
+            for envelope in self._pending:
+                if lost is not None and envelope["ok"]:
+                    envelope = lost_with_group(envelope, lost)
+                if not self.emit(envelope):
+                    return False
+                if not envelope["ok"]:
+                    self.status = self.status or exit_status(envelope)
+            self._pending.clear()
         # Another writer waits for the lock by trying again now and then (SQLite's busy handler,
         # every 100 ms once it has waited a while), and gets it only if it is free when it tries:
         # groups back to back would leave it free a few percent of the time, and a long batch
@@ -188,6 +190,25 @@ class Batch:
                 raise _ReaderGone
         elif not self.stores.grouping:
             self.stores.grouping, self._opened = True, time.monotonic()
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered on the way out): between a group's commit and the
+    last of its envelopes, an interrupt would leave calls that committed unanswered. In the main
+    thread only, where Python runs its signal handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class _ReaderGone(Exception):

@@ -700,3 +700,36 @@ def dumps_of(envelope: dict) -> str:
     from swarmctl.envelope import dumps
 
     return dumps(envelope)
+
+
+def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw, tmp_path):
+    """Ctrl-C (or SIGTERM) that arrives while a group's envelopes are being written waits until
+    the last is out: every call that committed is answered, then the interrupt ends the batch."""
+    import os
+    import signal
+
+    from swarmctl.calls import Batch
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        out: list[dict] = []
+
+        def emit(envelope: dict) -> bool:
+            if not out:
+                os.kill(os.getpid(), signum)  # delivered at once, were it not held back
+            out.append(envelope)
+            return True
+
+        batch = Batch(lambda stores: Context(repo=str(sw.store), actor=AGENT, cwd=tmp_path, stores=stores), emit)
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            for i in range(5):
+                assert batch.call(lambda: json.dumps({"tool": "ref_set", "arguments": {"name": f"h/{signum}/{i}", "target": "main", "create": True}}))
+            with pytest.raises(KeyboardInterrupt):
+                batch.flush()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            batch.close()
+        assert [e["ok"] for e in out] == [True] * 5
+        assert sw.ok("--repo", str(sw.store), "ref", "show", f"h/{signum}/4")["op"] == out[-1]["result"]["op"]
