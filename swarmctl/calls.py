@@ -194,21 +194,31 @@ class Batch:
 
 @contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (delivered on the way out): between a group's commit and the
-    last of its envelopes, an interrupt would leave calls that committed unanswered. In the main
-    thread only, where Python runs its signal handlers."""
+    """SIGINT and SIGTERM held back, then handled as they would have been: between a group's
+    commit and the last of its envelopes, an interrupt would leave calls that committed
+    unanswered. Python's handlers are swapped (a signal mask is a thread's own, and another
+    thread may take a signal sent to the process); in the main thread only, where they run."""
+    import os
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    came: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: came.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if came:
+            handler = previous[came[0]]
+            if callable(handler):
+                handler(came[0], None)  # Python's for SIGINT raises KeyboardInterrupt, as the CLI's for SIGTERM does
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), came[0])
 
 
 class _ReaderGone(Exception):
