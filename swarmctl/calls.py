@@ -196,8 +196,10 @@ class Batch:
 def _interrupts_held() -> Iterator[None]:
     """SIGINT and SIGTERM held back, then handled as they would have been: between a group's
     commit and the last of its envelopes, an interrupt would leave calls that committed
-    unanswered. Python's handlers are swapped (a signal mask is a thread's own, and another
-    thread may take a signal sent to the process); in the main thread only, where they run."""
+    unanswered. A second one is handled at once (a reader that stopped reading must not keep
+    the batch from being stopped). Python's handlers are swapped (a signal mask is a thread's
+    own, and another thread may take a signal sent to the process); in the main thread only,
+    where they run."""
     import os
     import signal
     import threading
@@ -206,19 +208,31 @@ def _interrupts_held() -> Iterator[None]:
         yield
         return
     came: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: came.append(signum))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def deliver(signum: int) -> None:
+        restore()
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, None)  # Python's for SIGINT raises KeyboardInterrupt, as the CLI's for SIGTERM does
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+    def hold(signum: int, frame: Any) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            deliver(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if came:
-            handler = previous[came[0]]
-            if callable(handler):
-                handler(came[0], None)  # Python's for SIGINT raises KeyboardInterrupt, as the CLI's for SIGTERM does
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), came[0])
+        restore()
+        if len(came) == 1:
+            deliver(came[0])
 
 
 class _ReaderGone(Exception):

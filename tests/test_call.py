@@ -733,3 +733,34 @@ def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw
             batch.close()
         assert [e["ok"] for e in out] == [True] * 5
         assert sw.ok("--repo", str(sw.store), "ref", "show", f"h/{signum}/4")["op"] == out[-1]["result"]["op"]
+
+
+def test_a_second_interrupt_while_a_group_is_answered_is_handled_at_once(sw, tmp_path):
+    """A reader that stopped reading must not keep the batch from being stopped: a second
+    Ctrl-C while a group's envelopes are held back is handled at once."""
+    import os
+    import signal
+
+    from swarmctl.calls import Batch
+    from swarmctl.context import Context
+
+    build_golden_store(sw)
+    out: list[dict] = []
+    handler = signal.getsignal(signal.SIGINT)
+
+    def emit(envelope: dict) -> bool:
+        if len(out) < 2:
+            os.kill(os.getpid(), signal.SIGINT)  # the first is held back; the second is not
+        out.append(envelope)
+        return True
+
+    batch = Batch(lambda stores: Context(repo=str(sw.store), actor=AGENT, cwd=tmp_path, stores=stores), emit)
+    try:
+        for i in range(5):
+            batch.call(lambda: json.dumps({"tool": "ref_set", "arguments": {"name": f"twice/{i}", "target": "main", "create": True}}))
+        with pytest.raises(KeyboardInterrupt):
+            batch.flush()
+    finally:
+        batch.close()
+    assert len(out) == 1  # stopped while writing the second
+    assert signal.getsignal(signal.SIGINT) is handler  # as it was
