@@ -149,7 +149,8 @@ def _among(ops: list[int]) -> tuple[str, tuple[int, ...] | list[int], bool]:
     run. A page of the whole log is a run of op numbers (newest first, or oldest first): read
     as a range, not as a list of them, and in the page's order, so that no lookup puts it in order."""
     step = -1 if ops[0] > ops[-1] else 1
-    run = ops == list(range(ops[0], ops[-1] + step, step))
+    # (The length first: two ops far apart must not build the range between them to compare.)
+    run = len(ops) == abs(ops[-1] - ops[0]) + 1 and ops == list(range(ops[0], ops[-1] + step, step))
     if run:
         return "BETWEEN ? AND ?", (min(ops), max(ops)), True
     return f"IN ({','.join('?' * len(ops))})", ops, False
