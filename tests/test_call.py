@@ -10,6 +10,7 @@ import pytest
 
 from core_helpers import AGENT, ALICE, build_golden_store
 from swarmctl import registry
+from swarmctl.envelope import dumps
 
 
 def test_call_runs_a_tool_with_json_arguments(sw):
@@ -639,8 +640,6 @@ def test_any_batch_grouped_gives_what_it_gives_one_call_a_transaction(sw, frozen
     from hypothesis import HealthCheck, given, settings, strategies as st
 
     from core_helpers import problems
-    from swarmctl.calls import Batch
-    from swarmctl.context import Context
 
     ids = build_golden_store(sw)
     targets = [ids["base"][:8], ids["fix"][:8], "main", "release/v1", "no/such"]
@@ -661,8 +660,7 @@ def test_any_batch_grouped_gives_what_it_gives_one_call_a_transaction(sw, frozen
 
     def run(store, lines: list[str], grouped: bool) -> list[dict]:
         out: list[dict] = []
-        batch = Batch(lambda stores: Context(repo=str(store), actor=AGENT, cwd=tmp_path, stores=stores, json_text=True),
-                      lambda envelope: out.append(envelope) or True)
+        batch = in_process_batch(store, lambda envelope: out.append(envelope) or True, tmp_path)
         try:
             for line in lines:
                 batch.call(lambda: line)
@@ -671,7 +669,7 @@ def test_any_batch_grouped_gives_what_it_gives_one_call_a_transaction(sw, frozen
             batch.flush()
         finally:
             batch.close()
-        return [json.loads(dumps_of(e).replace(str(store), "STORE")) for e in out]
+        return [json.loads(dumps(e).replace(str(store), "STORE")) for e in out]
 
     def state(store) -> tuple:
         log = sw.ok("--repo", str(store), "op", "log", "-n", "1000")["ops"]
@@ -696,10 +694,12 @@ def test_any_batch_grouped_gives_what_it_gives_one_call_a_transaction(sw, frozen
     check()
 
 
-def dumps_of(envelope: dict) -> str:
-    from swarmctl.envelope import dumps
+def in_process_batch(store, emit, cwd):
+    """`call --lines`' Batch in this process, on `store` as AGENT, each envelope to `emit`."""
+    from swarmctl.calls import Batch
+    from swarmctl.context import Context
 
-    return dumps(envelope)
+    return Batch(lambda stores: Context(repo=str(store), actor=AGENT, cwd=cwd, stores=stores, json_text=True), emit)
 
 
 def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw, tmp_path):
@@ -708,8 +708,6 @@ def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw
     import os
     import signal
 
-    from swarmctl.calls import Batch
-    from swarmctl.context import Context
 
     build_golden_store(sw)
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -721,7 +719,7 @@ def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw
             out.append(envelope)
             return True
 
-        batch = Batch(lambda stores: Context(repo=str(sw.store), actor=AGENT, cwd=tmp_path, stores=stores), emit)
+        batch = in_process_batch(sw.store, emit, tmp_path)
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             for i in range(5):
@@ -741,8 +739,6 @@ def test_a_second_interrupt_while_a_group_is_answered_is_handled_at_once(sw, tmp
     import os
     import signal
 
-    from swarmctl.calls import Batch
-    from swarmctl.context import Context
 
     build_golden_store(sw)
     out: list[dict] = []
@@ -754,7 +750,7 @@ def test_a_second_interrupt_while_a_group_is_answered_is_handled_at_once(sw, tmp
         out.append(envelope)
         return True
 
-    batch = Batch(lambda stores: Context(repo=str(sw.store), actor=AGENT, cwd=tmp_path, stores=stores), emit)
+    batch = in_process_batch(sw.store, emit, tmp_path)
     try:
         for i in range(5):
             batch.call(lambda: json.dumps({"tool": "ref_set", "arguments": {"name": f"twice/{i}", "target": "main", "create": True}}))

@@ -5,6 +5,7 @@ import pytest
 import time
 
 from core_helpers import AGENT, ALICE, as_, build_golden_store, build_log_store
+from swarmctl.envelope import line_safe
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -274,19 +275,13 @@ def test_a_page_as_json_text_is_what_dumps_writes_of_its_records(sw):
         db.execute("UPDATE ref_moves SET name = ? WHERE op = 7", (HOSTILE,))
     for ops in (list(range(11, 0, -1)), list(range(1, 12)), [9, 2, 11, 999_999, 6, 6], [10], []):
         texts, dumped = _texts_and_dumps(sw.store, ops)
-        assert [line_safe_of(t) for t in texts] == dumped, ops
+        assert [line_safe(t) for t in texts] == dumped, ops
     log = sw.process("--repo", str(sw.store), "op", "log").envelope["result"]["ops"]  # through the CLI: a pipe
     assert [op["ref_moves"] for op in log if op["op"] == 11] == [[
         {"name": "z/one", "old": None, "new": ids["docs"]}, {"name": "a/two", "old": None, "new": ids["docs"]},
         {"name": "m/three", "old": None, "new": ids["docs"]},
     ]]
     assert [op["undone_by"] for op in log if op["op"] == 6] == [10] and log[2]["description"] == HOSTILE
-
-
-def line_safe_of(text: str) -> str:
-    from swarmctl.envelope import line_safe
-
-    return line_safe(text)
 
 
 @pytest.mark.backends("sqlite")
@@ -305,7 +300,7 @@ def test_any_text_in_a_record_is_written_as_dumps_writes_it(sw):
         with db:
             db.execute("UPDATE ops SET description = ?, actor = ? WHERE op = 4", (description, actor))
         texts, dumped = _texts_and_dumps(sw.store, [6, 5, 4, 3])
-        assert [line_safe_of(t) for t in texts] == dumped
+        assert [line_safe(t) for t in texts] == dumped
 
     try:
         check()
