@@ -63,7 +63,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_UNAVAILABLE",
             11,
-            "the store's database server cannot be reached or dropped the connection; nothing was written "
+            "the store's database server cannot be reached, has no connection free or dropped the connection, "
+            "or the disk that holds the store (or the server's) is full; nothing was written "
             "(or, when the connection dropped during COMMIT and the outcome could not be found, "
             "`details.commit_unknown: true`); safe to retry",
         ),

@@ -177,6 +177,52 @@ def test_a_lost_commit_is_looked_up_by_its_request_id(sw):
 
 
 @POSTGRES
+def test_a_server_with_no_connection_free_is_e_unavailable_not_a_refusal(sw, pg_cluster):
+    """Every connection a role may have is in use (its CONNECTION LIMIT, here 0): the server
+    answers "too many connections for role". That is no refusal of who we are (which was
+    E_FORBIDDEN, exit 6, and a hint to check the password): E_UNAVAILABLE, exit 11, safe to
+    retry, `details.reason: "no_connection_free"`."""
+    role = f"limited_{os.getpid()}"
+    pg_cluster.psql(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+    try:
+        url = sw.url.replace(f"{pg_cluster.role}@", f"{role}@")
+        full = [sw("--repo", url, "op", "log"), sw("--repo", url, "--as", ALICE, "changeset", "create", "-m", "m")]
+    finally:
+        pg_cluster.psql(f'DROP ROLE "{role}"')
+    for ran in full:
+        error = ran.error
+        assert (ran.exit, error["code"], error["details"]["reason"]) == (11, "E_UNAVAILABLE", "no_connection_free"), ran.stdout
+        assert "too many connections for role" in error["message"] and "CONNECTION LIMIT" in error["hint"]
+
+
+def test_what_a_server_that_cannot_take_a_connection_now_says_is_e_unavailable():
+    """The FATAL messages of a server that answers but cannot take a connection now (libpq
+    gives them with no SQLSTATE): E_UNAVAILABLE; a login refused stays E_FORBIDDEN. And a
+    statement the server has no room for (SQLSTATE class 53: a full disk, no memory) is
+    E_UNAVAILABLE too, never "a bug in swarmctl"."""
+    import psycopg
+
+    from swarmctl.store.postgres import errors
+    from swarmctl.store.postgres.url import parse
+
+    url = parse("postgresql://u@/swarm?host=/run/pg&schema=s")
+
+    def said(fatal: str):
+        failed = errors.connect_failure(psycopg.OperationalError(f'connection failed: connection to server on socket "/run/pg/.s.PGSQL.5432" failed: FATAL:  {fatal}'), url)
+        return failed.code, failed.details.get("reason")
+
+    assert said("sorry, too many clients already") == ("E_UNAVAILABLE", "no_connection_free")
+    assert said("remaining connection slots are reserved for roles with the SUPERUSER attribute") == ("E_UNAVAILABLE", "no_connection_free")
+    assert said('too many connections for database "swarm"') == ("E_UNAVAILABLE", "no_connection_free")
+    for state in ("starting up", "shutting down", "in recovery mode", "not yet accepting connections"):
+        assert said(f"the database system is {state}") == ("E_UNAVAILABLE", "not_ready")
+    assert said('password authentication failed for user "u"') == ("E_FORBIDDEN", "server_refused")
+    for no_room in (psycopg.errors.DiskFull("could not extend file: No space left on device"), psycopg.errors.OutOfMemory("out of memory")):
+        typed = errors.translate(no_room, url)
+        assert (typed.code, typed.details["sqlstate"]) == ("E_UNAVAILABLE", no_room.sqlstate) and "a bug" not in typed.message
+
+
+@POSTGRES
 def test_the_server_stopped_mid_run_is_e_unavailable(tmp_path_factory, monkeypatch):
     """A cluster of its own, stopped between two commands: E_UNAVAILABLE, exit 11."""
 

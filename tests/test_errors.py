@@ -3,6 +3,7 @@
 Usage errors, identity, which store (--repo, SWARMCTL_REPO, discovery), stores that cannot be
 used (missing, not a store, corrupt, of a newer format, read-only, locked)."""
 
+import errno
 import os
 import random
 import shutil
@@ -495,3 +496,69 @@ def test_read_only_filesystem_with_changes_still_in_the_wal(sw):
     assert readable.result["ops"][0]["op"] == 6
     assert (refused.exit, refused.error["code"]) == (6, "E_FORBIDDEN")
     assert "write-ahead log" in refused.error["message"]
+
+
+@contextmanager
+def small_filesystem(path: Path, size: str = "1m"):
+    """A tmpfs of `size` mounted at `path`, to fill up (root and mount(8), else skip)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small filesystem needs root and mount(8)")
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (no CAP_SYS_ADMIN)")
+    try:
+        yield
+    finally:  # lazily, if something still holds a file there: a mount is never left behind
+        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+def held_under(path: Path) -> list[str]:
+    """The files under `path` this process has open."""
+    fds = Path("/proc/self/fd")
+    return [t for fd in fds.iterdir() if (t := os.path.realpath(fd)).startswith(f"{path}/")]
+
+
+def fill(filesystem: Path) -> Path:
+    """Write a file until the filesystem has no room left (ENOSPC); it is returned, to free."""
+    filler = filesystem / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_is_e_unavailable_not_a_corrupt_store_nor_a_bug(sw):
+    """No room on the store's disk: E_UNAVAILABLE (exit 11, `details.reason: "disk_full"`), for
+    a write whose WAL frames find no room (SQLite's SQLITE_FULL, which was E_INTERNAL, "a bug in
+    swarmctl") and for any command that must first make the -shm file SQLite maps (its "disk I/O
+    error", which was E_STORE_CORRUPT with the advice to restore a backup). Nothing is written;
+    once there is room, the same write goes through and the store passes its checks."""
+    disk = sw.tmp / "disk"
+    with small_filesystem(disk):
+        store = disk / "store"
+        sw.ok("--as", ALICE, "init", str(store))  # leaves the database alone: no -wal, no -shm
+        assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
+        filler = fill(disk)
+        no_shm = [sw("--repo", str(store), "op", "log"), sw("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "m")]
+        assert held_under(disk) == []  # a store that failed to open was closed, not left to the GC
+        filler.unlink()
+        sw.ok("--repo", str(store), "op", "log")  # now with its -wal and -shm
+        filler = fill(disk)
+        no_wal_room = sw("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "x" * 60_000)
+        log = sw.ok("--repo", str(store), "op", "log")  # reads need no room once the -shm is there
+        filler.unlink()
+        again = sw.ok("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "x" * 60_000)
+        checked = sw.ok("--repo", str(store), "store", "check")
+        assert held_under(disk) == []
+    for ran in [*no_shm, no_wal_room]:
+        error = ran.error
+        assert (ran.exit, error["code"], error["details"]["reason"]) == (11, "E_UNAVAILABLE", "disk_full"), ran.stdout
+        assert error["message"].startswith("the disk that holds the store is full") and "Free space" in error["hint"]
+    assert [op["op"] for op in log["ops"]] == [1]
+    assert again["op"] == 2 and checked["problems"] == []

@@ -44,6 +44,8 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
         return corrupt(
             f"the store refers to a row that is not there (a ref or op names a missing changeset): {text}", path
         )
+    if code == _SQLITE_FULL or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and path is not None and no_room(path)):
+        return disk_full(path, text)
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return corrupt(f"the store's database fails its checks: {text}", path)
     if text.startswith("Could not decode to UTF-8"):  # sqlite3's own, with no SQLite code
@@ -66,7 +68,7 @@ def _primary_code(exc: sqlite3.Error) -> int:
 
 # SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
 _SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
-_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 14, 26
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 13, 14, 26
 _SQLITE_CONSTRAINT, _SQLITE_CONSTRAINT_FOREIGNKEY = 19, 787
 
 
@@ -79,6 +81,33 @@ def forbidden(path: Path | None, message: str, hint: str | None = None, *, reaso
         hint=hint
         or "Nothing was written. Reads work; writing needs write access to the store's directory "
         "and its database file.",
+    )
+
+
+# Below this much room, an I/O error is taken for the full disk it almost surely is. SQLite says
+# only "disk I/O error" when it cannot grow the -shm file it must map even to read (its extended
+# code, not the errno), and a write that failed for want of room may have left some behind.
+NO_ROOM_BYTES = 8 << 20
+
+
+def no_room(path: Path) -> bool:
+    """Whether the filesystem that holds `path` is full, or as good as full, for this user
+    (root may use the blocks a filesystem reserves)."""
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return False
+    free = fs.f_bfree if os.geteuid() == 0 else fs.f_bavail
+    return free * fs.f_frsize < NO_ROOM_BYTES
+
+
+def disk_full(path: Path | None, text: str) -> SwarmError:
+    """The disk (or the user's quota) has no room for the write: SQLite rolled it back whole."""
+    return SwarmError(
+        "E_UNAVAILABLE",
+        f"the disk that holds the store is full: {text}",
+        details={**({"repo": str(path)} if path else {}), "reason": "disk_full"},
+        hint="Nothing was written. Free space on the disk that holds the store (or raise the quota), then retry.",
     )
 
 
@@ -191,7 +220,7 @@ def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: 
             hint="Nothing was written. Run as a user who may write the store's directory, or read a "
             "copy of the store. (A store on a read-only filesystem is read without it.)",
         )
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL) or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and no_room(path)):
         return translate(exc, path)
     return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
 
@@ -265,4 +294,6 @@ def os_failure(exc: OSError, path: Path | None = None) -> SwarmError | None:
         )
     if exc.errno == errno.EROFS:
         return forbidden(path, f"the store is on a read-only filesystem: {name}")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_full(path, f"{exc.strerror}: {name}")
     return None

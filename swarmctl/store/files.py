@@ -75,12 +75,19 @@ def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Con
         isolation_level=None,  # we issue BEGIN/COMMIT ourselves
         check_same_thread=False,
     )
-    conn.execute("PRAGMA foreign_keys = ON")
-    # Check each b-tree page's cells as SQLite first reads it: a damaged page the command
-    # touches is then SQLITE_CORRUPT (E_STORE_CORRUPT), not data. Costs little; catches more.
-    conn.execute("PRAGMA cell_size_check = ON")
-    if not readonly:
-        conn.execute("PRAGMA synchronous = FULL")
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Check each b-tree page's cells as SQLite first reads it: a damaged page the command
+        # touches is then SQLITE_CORRUPT (E_STORE_CORRUPT), not data. Costs little; catches more.
+        conn.execute("PRAGMA cell_size_check = ON")
+        if not readonly:
+            conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        # The first statement already reads the file (and makes its -shm): a damaged file, or a
+        # full disk, fails here. Closed now, not when the traceback that holds it is collected:
+        # a server that lives on would otherwise keep its descriptors until then.
+        conn.close()
+        raise
     return conn
 
 

@@ -23,6 +23,7 @@ _BUSY = {"40001", "40P01", "57014"}  # serialization, deadlock, canceled: no suc
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "25P03"}
 _FORBIDDEN = {"42501", "28000", "28P01", "25006"}  # privilege, authorization, password, read-only
 _MISSING = {"42P01", "3F000", "42703"}  # no such table, schema, column
+_NO_ROOM = "53"  # insufficient resources: disk full, out of memory, too many connections
 
 
 def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
@@ -57,6 +58,12 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
         )
     if state in _GONE or (state is None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))):
         return unavailable(url, f"lost the connection to the store's database server: {text}")
+    if state is not None and state.startswith(_NO_ROOM):
+        return unavailable(
+            url, f"the store's database server has no room for this now: {text}", sqlstate=state,
+            hint="Nothing was written. The server is out of a resource (disk space, memory, connections): "
+            "retry once it has room.",
+        )
     return SwarmError(
         "E_INTERNAL",
         f"unexpected PostgreSQL error (a bug in swarmctl): {type(exc).__name__}: {text}",
@@ -65,23 +72,40 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
     )
 
 
+# A server that answers but cannot take a connection now (its FATAL messages, as libpq gives no
+# SQLSTATE for a failed connect): all its slots are taken (max_connections, or a role's or a
+# database's CONNECTION LIMIT), or it is starting up, shutting down or recovering. Not a refusal
+# of who we are: E_UNAVAILABLE, safe to retry, as when it is not reached at all.
+_NO_SLOT = re.compile(r"too many clients|too many connections for|connection slots are reserved")
+_NOT_READY = re.compile(r"the database system is (starting up|shutting down|in recovery mode|not (yet )?accepting)")
+
+
 def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
-    """Why connecting failed: the server refused us, has no such database, or was not reached."""
+    """Why connecting failed: the server refused us, has no such database, cannot take a
+    connection now, or was not reached."""
     text = scrub(str(exc).strip(), url)
     fatal = re.search(r"FATAL:\s+(.*)", text)
     reason = fatal.group(1).strip() if fatal else ""
     if re.search(r'database ".*" does not exist', reason):
         return NoDatabase(url.shown, url.database, reason)
+    if _NO_SLOT.search(reason):
+        return unavailable(
+            url, f"the database server has no connection free: {reason}", reason="no_connection_free",
+            hint="Nothing was written. Every connection the server (or this role or database) allows is in use: "
+            "retry later, or raise max_connections (or the CONNECTION LIMIT).",
+        )
+    if _NOT_READY.search(reason):
+        return unavailable(url, f"the database server cannot take connections now: {reason}", reason="not_ready")
     if fatal:
         return forbidden(url, f"the database server refused the connection: {reason}")
     return unavailable(url, f"cannot reach the store's database server: {text}")
 
 
-def unavailable(url: StoreUrl, message: str, **details) -> SwarmError:
+def unavailable(url: StoreUrl, message: str, hint: str | None = None, **details) -> SwarmError:
     where = {"repo": url.shown, **details}
     if details.get("commit_unknown"):
         return CommitUnknown(message, where)  # what to do names commands: tools/common.py says it
-    hint = "Nothing was written. Check that the server is up and reachable, then retry."
+    hint = hint or "Nothing was written. Check that the server is up and reachable, then retry."
     return SwarmError("E_UNAVAILABLE", message, details=where, hint=hint)
 
 
