@@ -499,12 +499,12 @@ def test_read_only_filesystem_with_changes_still_in_the_wal(sw):
 
 
 @contextmanager
-def small_filesystem(path: Path, size: str = "1m"):
-    """A tmpfs of `size` mounted at `path`, to fill up (root and mount(8), else skip)."""
+def small_filesystem(path: Path, options: str = "size=1m"):
+    """A tmpfs mounted at `path` with `options`, to fill up (root and mount(8), else skip)."""
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("mounting a small filesystem needs root and mount(8)")
     path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here (no CAP_SYS_ADMIN)")
     try:
         yield
@@ -562,3 +562,24 @@ def test_a_full_disk_is_e_unavailable_not_a_corrupt_store_nor_a_bug(sw):
         assert error["message"].startswith("the disk that holds the store is full") and "Free space" in error["hint"]
     assert [op["op"] for op in log["ops"]] == [1]
     assert again["op"] == 2 and checked["problems"] == []
+
+
+def test_a_disk_with_no_inode_left_is_e_unavailable_too(sw):
+    """Room enough, but no inode for the -wal and -shm files SQLite makes beside the database
+    (SQLite's "unable to open database file", which was E_STORE_CORRUPT): disk_full as well."""
+    disk = sw.tmp / "disk"
+    with small_filesystem(disk, "size=16m,nr_inodes=40"):
+        store = disk / "store"
+        sw.ok("--as", ALICE, "init", str(store))
+        made = []
+        with pytest.raises(OSError) as full:
+            while True:
+                made.append(disk / f"empty-{len(made)}")
+                made[-1].touch()
+        assert full.value.errno == errno.ENOSPC
+        ran = sw("--repo", str(store), "op", "log")
+        assert held_under(disk) == []
+        made[0].unlink(), made[1].unlink()
+        log = sw.ok("--repo", str(store), "op", "log")
+    assert (ran.exit, ran.error["code"], ran.error["details"]["reason"]) == (11, "E_UNAVAILABLE", "disk_full"), ran.stdout
+    assert [op["op"] for op in log["ops"]] == [1]

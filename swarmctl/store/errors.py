@@ -92,13 +92,16 @@ NO_ROOM_BYTES = 8 << 20
 
 def no_room(path: Path) -> bool:
     """Whether the filesystem that holds `path` is full, or as good as full, for this user
-    (root may use the blocks a filesystem reserves)."""
+    (root may use the blocks a filesystem reserves): its space, or its inodes, which the -wal
+    and -shm files SQLite makes beside the database need (where the filesystem counts them)."""
     try:
         fs = os.statvfs(path)
     except OSError:
         return False
-    free = fs.f_bfree if os.geteuid() == 0 else fs.f_bavail
-    return free * fs.f_frsize < NO_ROOM_BYTES
+    root = os.geteuid() == 0
+    free = fs.f_bfree if root else fs.f_bavail
+    no_inode = fs.f_files > 0 and (fs.f_ffree if root else fs.f_favail) == 0
+    return free * fs.f_frsize < NO_ROOM_BYTES or no_inode
 
 
 def disk_full(path: Path | None, text: str) -> SwarmError:
@@ -107,7 +110,7 @@ def disk_full(path: Path | None, text: str) -> SwarmError:
         "E_UNAVAILABLE",
         f"the disk that holds the store is full: {text}",
         details={**({"repo": str(path)} if path else {}), "reason": "disk_full"},
-        hint="Nothing was written. Free space on the disk that holds the store (or raise the quota), then retry.",
+        hint="Nothing was written. Free space (and inodes) on the disk that holds the store, or raise the quota, then retry.",
     )
 
 
