@@ -195,6 +195,26 @@ def test_a_server_with_no_connection_free_is_e_unavailable_not_a_refusal(sw, pg_
         assert "too many connections for role" in error["message"] and "CONNECTION LIMIT" in error["hint"]
 
 
+@POSTGRES
+def test_a_server_that_takes_no_writes_is_read_only_not_a_bad_password(sw, pg_cluster):
+    """A role (or database, or standby) whose transactions are read-only: a write is E_FORBIDDEN
+    with `details.reason: "read_only"`, as a local store on a read-only filesystem, and a hint
+    that says so (it was the hint to check the user and password); reads work."""
+    role = f"reader_{os.getpid()}"
+    pg_cluster.psql(f'CREATE ROLE "{role}" LOGIN; GRANT CREATE ON DATABASE swarm TO "{role}"')
+    url = sw.url.replace(f"{pg_cluster.role}@", f"{role}@")
+    try:
+        sw.ok("--as", ALICE, "init", url)
+        pg_cluster.psql(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
+        write = sw("--repo", url, "--as", ALICE, "changeset", "create", "-m", "m")
+        log = sw.ok("--repo", url, "op", "log")
+    finally:
+        pg_cluster.psql(f'DROP OWNED BY "{role}" CASCADE; REVOKE ALL ON DATABASE swarm FROM "{role}"; DROP ROLE "{role}"', "swarm")
+    assert (write.exit, write.error["code"], write.error["details"]["reason"]) == (6, "E_FORBIDDEN", "read_only"), write.stdout
+    assert "standby" in write.error["hint"] and "password" not in write.error["hint"]
+    assert [op["op"] for op in log["ops"]] == [1]
+
+
 def test_what_a_server_that_cannot_take_a_connection_now_says_is_e_unavailable():
     """The FATAL messages of a server that answers but cannot take a connection now (libpq
     gives them with no SQLSTATE): E_UNAVAILABLE; a login refused stays E_FORBIDDEN. And a

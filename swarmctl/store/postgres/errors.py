@@ -21,7 +21,8 @@ from swarmctl.store.postgres.url import StoreUrl, scrub
 _LOCK_NOT_AVAILABLE = "55P03"
 _BUSY = {"40001", "40P01", "57014"}  # serialization, deadlock, canceled: no such failure on SQLite
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "25P03"}
-_FORBIDDEN = {"42501", "28000", "28P01", "25006"}  # privilege, authorization, password, read-only
+_FORBIDDEN = {"42501", "28000", "28P01"}  # privilege, authorization, password
+_READ_ONLY = "25006"  # a write in a read-only transaction: a standby, or default_transaction_read_only
 _MISSING = {"42P01", "3F000", "42703"}  # no such table, schema, column
 _NO_ROOM = "53"  # insufficient resources: disk full, out of memory, too many connections
 
@@ -46,6 +47,14 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
             f"this write to retry: {text}",
             details={**where, "sqlstate": state},
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        )
+    if state == _READ_ONLY:
+        return SwarmError(
+            "E_FORBIDDEN",
+            f"the database server takes no writes here: {text}",
+            details={**where, "reason": "read_only"},
+            hint="Nothing was written; reads work. The server is a standby (point --repo at the primary), or "
+            "default_transaction_read_only is on for this database or role.",
         )
     if state in _FORBIDDEN:
         return forbidden(url, f"the database server refused: {text}")
