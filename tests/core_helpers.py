@@ -140,6 +140,15 @@ def fold_wal(store: Path) -> None:
     assert sorted(p.name for p in store.iterdir()) == ["swarmops.db"]
 
 
+def open_files(pid: int | str = "self") -> dict[str, str]:
+    """What each open descriptor of process `pid` names (its number: the resolved path), read
+    from /proc."""
+    import os
+
+    fds = Path(f"/proc/{pid}/fd")
+    return {fd.name: os.path.realpath(fd) for fd in fds.iterdir()}
+
+
 def op_count(store: Path) -> int:
     conn = connect(store)
     try:

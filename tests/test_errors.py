@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, CI, as_, build_golden_store, file_digests, fold_wal, op_count, paused_at_commit
+from core_helpers import (
+    AGENT, ALICE, CI, as_, build_golden_store, file_digests, fold_wal, op_count, open_files, paused_at_commit,
+)
 from swarm import swarmctl_argv
 from swarmctl.store.schema import FORMAT_VERSION, POLICY_FORMAT
 
@@ -515,8 +517,7 @@ def small_filesystem(path: Path, options: str = "size=1m"):
 
 def held_under(path: Path) -> list[str]:
     """The files under `path` this process has open."""
-    fds = Path("/proc/self/fd")
-    return [t for fd in fds.iterdir() if (t := os.path.realpath(fd)).startswith(f"{path}/")]
+    return [name for name in open_files().values() if name.startswith(f"{path}/")]
 
 
 def fill(filesystem: Path) -> Path:
@@ -566,20 +567,25 @@ def test_a_full_disk_is_e_unavailable_not_a_corrupt_store_nor_a_bug(sw):
 
 def test_a_disk_with_no_inode_left_is_e_unavailable_too(sw):
     """Room enough, but no inode for the -wal and -shm files SQLite makes beside the database
-    (SQLite's "unable to open database file", which was E_STORE_CORRUPT): disk_full as well."""
+    (SQLite's "unable to open database file", which was E_STORE_CORRUPT), for a new store's
+    directory (init's mkdir, which was E_INVALID_ARG) or its database (which was E_FORBIDDEN, its
+    not-yet-made file blamed as unreadable): disk_full as well, and no half-made store left."""
     disk = sw.tmp / "disk"
     with small_filesystem(disk, "size=16m,nr_inodes=40"):
         store = disk / "store"
         sw.ok("--as", ALICE, "init", str(store))
+        (disk / "empty").mkdir()
         made = []
         with pytest.raises(OSError) as full:
             while True:
-                made.append(disk / f"empty-{len(made)}")
+                made.append(disk / f"file-{len(made)}")
                 made[-1].touch()
         assert full.value.errno == errno.ENOSPC
         ran = sw("--repo", str(store), "op", "log")
-        assert held_under(disk) == []
+        inits = [sw("--as", ALICE, "init", str(disk / "new")), sw("--as", ALICE, "init", str(disk / "empty"))]
+        assert held_under(disk) == [] and not (disk / "new").exists() and list((disk / "empty").iterdir()) == []
         made[0].unlink(), made[1].unlink()
         log = sw.ok("--repo", str(store), "op", "log")
-    assert (ran.exit, ran.error["code"], ran.error["details"]["reason"]) == (11, "E_UNAVAILABLE", "disk_full"), ran.stdout
+    for failed in (ran, *inits):  # init's own mkdir, and SQLite making the database: disk_full too
+        assert (failed.exit, failed.error["code"], failed.error["details"]["reason"]) == (11, "E_UNAVAILABLE", "disk_full"), failed.stdout
     assert [op["op"] for op in log["ops"]] == [1]

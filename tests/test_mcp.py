@@ -11,7 +11,7 @@ import pytest
 
 import swarmctl
 
-from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store
+from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store, open_files
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarm import StoreNormalizer
@@ -308,8 +308,7 @@ def test_the_server_keeps_one_connection_to_its_store_between_calls(sw):
     database = os.path.realpath(sw.store / "swarmops.db")
 
     def held(pid: int) -> list[str]:
-        fds = Path(f"/proc/{pid}/fd")
-        return sorted(fd.name for fd in fds.iterdir() if os.path.realpath(fd) == database)
+        return sorted(fd for fd, name in open_files(pid).items() if name == database)
 
     with RawServer(sw.store, "agent/worker-17") as server:
         server.initialize()

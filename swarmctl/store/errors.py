@@ -35,6 +35,10 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
             details=where,
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
         )
+    # A full disk first: SQLite then says only "unable to open" or "disk I/O error", and a file
+    # it could not make would be blamed as unreadable.
+    if code == _SQLITE_FULL or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and path is not None and no_room(path)):
+        return disk_full(path, text)
     if code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN, _SQLITE_IOERR) and path is not None:
         if (blamed := blame_files(path)) is not None:
             return blamed
@@ -44,8 +48,6 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
         return corrupt(
             f"the store refers to a row that is not there (a ref or op names a missing changeset): {text}", path
         )
-    if code == _SQLITE_FULL or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and path is not None and no_room(path)):
-        return disk_full(path, text)
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return corrupt(f"the store's database fails its checks: {text}", path)
     if text.startswith("Could not decode to UTF-8"):  # sqlite3's own, with no SQLite code

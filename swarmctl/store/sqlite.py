@@ -144,6 +144,8 @@ class SqliteStore(Store):
                     hint="Choose a directory that can be made.",
                 ) from exc
             raise os_failure(exc, Path(path)) or exc
+        except sqlite3.Error as exc:  # making the database itself failed: a full disk, say
+            raise translate(exc, Path(path)) from exc
 
     @classmethod
     def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
@@ -157,6 +159,8 @@ class SqliteStore(Store):
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise os_failure(exc, path) from exc  # the disk is full
             raise SwarmError(
                 "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
             ) from exc
