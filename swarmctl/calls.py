@@ -72,7 +72,7 @@ def call_line(
     A line that is not such an object is E_INVALID_ARG and runs nothing. `before(tool)` is
     called just before a tool runs. Never raises (but what `before` raises)."""
     try:
-        call = jsontext.parse_arguments(line)
+        call = jsontext.parse_arguments(line, "the line")
     except SwarmError as exc:
         return failure(None, exc, Meta(auth=ctx.auth))
     if not isinstance(call, dict):

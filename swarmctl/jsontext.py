@@ -49,7 +49,8 @@ def parse_arguments(text: str, what: str = "the arguments") -> Any:
             hint="Name each field once.",
         ) from None
     except json.JSONDecodeError as exc:
-        raise SwarmError("E_INVALID_ARG", f"arguments are not valid JSON: {exc}", details={"position": exc.pos}) from None
+        said = "arguments are" if what == "the arguments" else f"{what} is"
+        raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}", details={"position": exc.pos}) from None
 
 
 # --- a JSON-RPC message, read with every pair kept ----------------------------------------

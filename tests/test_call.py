@@ -185,6 +185,7 @@ def test_call_lines_refuses_a_line_that_is_not_a_call_and_runs_nothing_for_it(sw
         {"tool": "ref_sett", "arguments": {}},
     ))
     assert [e["error"]["code"] for e in out] == ["E_INVALID_ARG"] * 5 + ["E_NOT_FOUND"]
+    assert out[0]["error"]["message"].startswith("the line is not valid JSON")  # the line, not its arguments
     assert out[2]["error"]["details"]["fields"] == ["argument"] and out[2]["meta"]["id"] == "typo"
     assert out[4]["error"]["details"]["fields"] == ["name"]
     assert code == 2
