@@ -20,7 +20,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "SWARMCTL_LOCK_TIMEOUT",
         "Seconds a write waits for another writer (the store's lock) before it gives up with E_BUSY: "
-        "0 to 3600, default 10.",
+        "0 to 3600, default 10. Ctrl-C ends the wait at once.",
     ),
     Variable(
         "SWARMCTL_CLOCK_SKEW_S",

@@ -4,6 +4,7 @@ Usage errors, identity, which store (--repo, SWARMCTL_REPO, discovery), stores t
 used (missing, not a store, corrupt, of a newer format, read-only, locked)."""
 
 import errno
+import json
 import os
 import random
 import shutil
@@ -401,6 +402,73 @@ def test_busy_store(sw, golden):
     assert op_count(sw.store) == 6
     assert sw.ok(*as_(sw, AGENT), "ref", "set", "release/v2", "main")["op"] == 7
     assert sw.transcript(busy) == golden
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_ctrl_c_while_a_write_waits_for_the_lock_ends_it_at_once(sw):
+    """A Ctrl-C to a write waiting for the store's write lock ends it now (E_INTERRUPTED, exit
+    130, nothing written), not once SWARMCTL_LOCK_TIMEOUT has passed: SQLite waits in C, where
+    Python handles no signal, so the wait is taken in slices."""
+    import signal
+
+    build_golden_store(sw)
+    before = op_count(sw.store)
+    with paused_at_commit(sw, *as_(sw, ALICE), "ref", "set", "held", "main"):
+        waiter = subprocess.Popen(
+            [*swarmctl_argv(), *as_(sw, AGENT), "ref", "set", "release/v2", "main"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sw.tmp,
+            env={**sw.env, "SWARMCTL_LOCK_TIMEOUT": "600"},
+        )
+        try:
+            _await_lock_wait(sw, waiter)
+            waiter.send_signal(signal.SIGINT)
+            out, err = waiter.communicate(timeout=60)  # without the slices: 600 s
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.communicate()
+    envelope = json.loads(out)
+    assert (waiter.returncode, envelope["error"]["code"]) == (130, "E_INTERRUPTED"), (out, err)
+    assert op_count(sw.store) == before
+
+
+
+def _sleeps_with_the_database_open(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state == "S" and any(path.endswith("swarmops.db") for path in open_files(pid).values())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+_HEAD_ROW_WAITED_FOR = """
+    SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+    WHERE l.locktype = 'tuple' AND c.relname = 'head' AND c.relnamespace = current_schema()::regnamespace"""
+
+
+def _await_lock_wait(sw, waiter: subprocess.Popen) -> None:
+    """Until `waiter` waits for the store's write lock: on PostgreSQL the server says so; on
+    SQLite, it sleeps with the database open (between opening it and the wait nothing of a
+    write sleeps; SQLite's wait is a sleep, tried again)."""
+    from core_helpers import connect
+
+    deadline = time.monotonic() + 60
+    look = connect(sw.store) if isinstance(sw.store, str) else None
+    try:
+        while True:
+            assert waiter.poll() is None, waiter.communicate()
+            assert time.monotonic() < deadline, "the write never waited for the lock"
+            if look is not None:
+                # The first waiter for a row holds its tuple lock while it waits (the holder of the
+                # row holds none): only a waiter for this store's head row, not another test's.
+                if look.execute(_HEAD_ROW_WAITED_FOR).fetchone()[0]:
+                    return
+            elif _sleeps_with_the_database_open(waiter.pid):
+                return
+            time.sleep(0.005)
+    finally:
+        if look is not None:
+            look.close()
 
 
 def test_init_where_this_user_may_not_write(sw):

@@ -64,6 +64,11 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
     )
 
 
+def busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite stopped waiting for a lock that another connection holds."""
+    return _primary_code(exc) == _SQLITE_BUSY
+
+
 def _primary_code(exc: sqlite3.Error) -> int:
     return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
 

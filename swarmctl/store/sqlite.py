@@ -6,13 +6,23 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Head, Store, Writer, op_time
-from swarmctl.store.errors import blame_files, corrupt, forbidden, not_a_repo, open_failure, os_failure, translate
+from swarmctl.store.errors import (
+    blame_files,
+    busy,
+    corrupt,
+    forbidden,
+    not_a_repo,
+    open_failure,
+    os_failure,
+    translate,
+)
 from swarmctl.store.files import (
     resolve,
     can_write,
@@ -20,6 +30,7 @@ from swarmctl.store.files import (
     connect,
     is_store,
     keep_wal_on_close,
+    lock_timeout,
     on_readonly_filesystem,
     unwritable_why,
     wal_is_empty,
@@ -27,6 +38,10 @@ from swarmctl.store.files import (
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
 
 _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
+
+# A writer waits for the store's write lock in slices this long (seconds): a signal is handled
+# between two (see SqliteStore._lock).
+LOCK_SLICE_S = 0.1
 
 def _already_a_store(path: Path, why: str = "") -> SwarmError:
     return SwarmError(
@@ -60,6 +75,7 @@ class SqliteStore(Store):
 
     def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
         super().__init__(str(path), conn, readonly, writable, path=path)
+        self._lock_timeout = lock_timeout()  # what `connect` gave the connection: seconds
         self._version: int | None = None  # PRAGMA data_version in this write transaction
         self._sealed_at: int | None = None  # ... in the last one that committed an op
         # The newest op as of this connection's last write, and the data_version it holds for:
@@ -214,7 +230,7 @@ class SqliteStore(Store):
 
     def _begin_write(self) -> str:
         if not self._in_group():
-            self.conn.execute("BEGIN IMMEDIATE")
+            self._lock()
             self._group_open = self._grouping
         if self._grouping:
             self.conn.execute("SAVEPOINT call")
@@ -228,6 +244,27 @@ class SqliteStore(Store):
             self._known_head = (self._version, head)
         self._head = head
         return op_time(names.now(), head.at if head is not None else None)
+
+    def _lock(self) -> None:
+        """BEGIN IMMEDIATE: take the store's write lock, waiting for it up to the lock timeout
+        (SWARMCTL_LOCK_TIMEOUT; then E_BUSY). SQLite waits in C, where no signal is handled: a
+        Ctrl-C or SIGTERM to a process waiting there would wait out the timeout first. So the
+        wait is SQLite's in slices of LOCK_SLICE_S, and a signal is handled between two. The
+        connection's own timeout, for any other wait (a reader's, during another's recovery),
+        is set back after."""
+        deadline = time.monotonic() + self._lock_timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                self.conn.execute(f"PRAGMA busy_timeout = {max(0, round(min(LOCK_SLICE_S, left) * 1000))}")
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not busy(exc) or left <= LOCK_SLICE_S:
+                        raise
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {round(self._lock_timeout * 1000)}")
 
     def _next_op(self) -> None:
         return None  # the rowid: max + 1, inside BEGIN IMMEDIATE
