@@ -29,8 +29,8 @@ import io
 import json
 import os
 import sys
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 import mcp_types as types
@@ -133,10 +133,35 @@ def serve(repo: str | None, actor: str | None) -> int:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     try:
-        anyio.run(main)
+        with _ctrl_c_stops_at_once():
+            anyio.run(main)
     finally:
         stores.close()
     return 0
+
+
+@contextmanager
+def _ctrl_c_stops_at_once() -> Iterator[None]:
+    """Within: Ctrl-C stops the server at once, as SIGTERM does. asyncio's runner, left to
+    itself, would only cancel the serving task at the first Ctrl-C, and that task waits for
+    the thread that reads stdin: a server at a terminal, or under a client that keeps its end
+    of the pipe open, would go on until the next line or the end of input. (Where SIGINT is
+    ignored, as in a background job, it stays ignored.)"""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # --- the transport: the SDK's stdio framing, with the duplicate-field check ----------------

@@ -323,3 +323,35 @@ def test_the_server_keeps_one_connection_to_its_store_between_calls(sw):
         status, _, err = server.close()
     assert status == 0, err
     assert len(seen[0]) == 1 and seen == [seen[0]] * 3, seen
+
+
+@pytest.mark.parametrize("during", ["idle", "a write"])
+def test_ctrl_c_stops_the_server_at_once(sw, during):
+    """Ctrl-C (SIGINT) stops `swarmctl mcp` at once, exit 130, as SIGTERM does: idle, with the
+    client's end of stdin still open, and during a write, which rolls back. (Left to asyncio's
+    runner, the first Ctrl-C only cancelled the serving task, which waited for the next line,
+    and a write under way went on.)"""
+    import signal
+    import time
+
+    from core_helpers import op_count
+
+    ids = build_golden_store(sw)
+    before = op_count(sw.store)
+    flag = sw.tmp / "paused"
+    with RawServer(sw.store, AGENT, env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"}) as server:
+        server.initialize()
+        if during == "idle":
+            server.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert server.receive()["id"] == 2  # serving, waiting for the next line
+        else:
+            arguments = {"name": "main", "target": ids["base"]}
+            server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ref_set", "arguments": arguments}})
+            deadline = time.monotonic() + 60
+            while not (flag.exists() and flag.read_text()):  # the write is about to commit
+                assert server.proc.poll() is None and time.monotonic() < deadline, server.proc.stderr.read()
+                time.sleep(0.005)
+        server.proc.send_signal(signal.SIGINT)
+        status = server.proc.wait(timeout=60)  # stdin stays open: the end of input does not stop it
+        assert (status, server.proc.stdout.read()) == (130, "")
+    assert op_count(sw.store) == before
