@@ -357,6 +357,31 @@ def test_two_inits_of_one_directory_at_once(sw):
     assert op_count(sw.store) == 1 and problems(sw.store) == []
 
 
+@pytest.mark.backends("postgres")
+def test_on_postgresql_an_init_stopped_half_way_is_no_store_yet_and_the_next_one_fills_it(sw):
+    """`init` (and `store copy`) makes the schema's tables in one transaction, the store in a
+    second: killed between, the tables are there, empty. Each command then says there is no
+    store yet (E_NOT_A_REPO, `unfinished`, how to finish it), not that a store is damaged and
+    should be restored from a backup; the next init, or a copy, fills them. A store with ops
+    and no format is damaged (E_STORE_CORRUPT)."""
+    assert kill_at_commit(sw, "--as", ALICE, "init", sw.url) == -signal.SIGKILL
+    ran = sw("--repo", sw.url, "op", "log")
+    assert (ran.exit, ran.error["code"], ran.error["details"].get("unfinished")) == (5, "E_NOT_A_REPO", True), ran.stdout
+    assert "stopped before it finished" in ran.error["message"] and "store copy" in ran.error["hint"]
+    source = sw.tmp / "source"
+    sw.ok("--as", ALICE, "init", str(source))
+    sw.ok("--repo", str(source), "--as", ALICE, "changeset", "create", "-m", "one")
+    assert sw.ok("--as", ALICE, "store", "copy", str(source), sw.url)["ops"] == 2
+    assert [o["op"] for o in sw.ok("--repo", sw.url, "op", "log")["ops"]] == [2, 1]
+    look = connect(sw.url)
+    try:
+        look.native("DELETE FROM meta WHERE key = 'format'")
+    finally:
+        look.close()
+    damaged = sw("--repo", sw.url, "op", "log")
+    assert (damaged.exit, damaged.error["code"]) == (9, "E_STORE_CORRUPT"), damaged.stdout
+
+
 def test_init_killed_half_way_leaves_no_store(sw):
     assert kill_at_commit(sw, "--as", ALICE, "init", str(sw.store)) == -signal.SIGKILL
     assert not (sw.store / "swarmops.db").exists()

@@ -180,15 +180,21 @@ class NoDatabase(SwarmError):
 
 
 class NoSchema(SwarmError):
-    """The database at `shown` has no schema `schema` with a store in it."""
+    """The database at `shown` has no schema `schema` with a store in it. `unfinished`: it has
+    the store's tables, empty and with no format: an `init` or a `store copy` into it stopped
+    before its data committed (the next one fills them)."""
 
-    def __init__(self, shown: str, schema: str) -> None:
+    def __init__(self, shown: str, schema: str, unfinished: bool = False) -> None:
+        why = (
+            f"an init or store copy into schema {schema} stopped before it finished: its tables are there, empty"
+            if unfinished else f"no schema {schema} with a store in it"
+        )
         super().__init__(
             "E_NOT_A_REPO",
-            f"no swarmops store at {shown} (no schema {schema} with a store in it)",
-            details={"path": shown, "schema": schema},
+            f"no swarmops store at {shown} ({why})",
+            details={"path": shown, "schema": schema, **({"unfinished": True} if unfinished else {})},
         )
-        self.shown, self.schema = shown, schema
+        self.shown, self.schema, self.unfinished = shown, schema, unfinished
 
 
 class CommitUnknown(SwarmError):

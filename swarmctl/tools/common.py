@@ -142,7 +142,10 @@ def _no_database(error: NoDatabase) -> str:
 HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
     NoStore: lambda error: "Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
     NoDatabase: _no_database,
-    NoSchema: lambda error: f"Create one with `swarmctl init {error.shown}`, or name the store's schema with ?schema=NAME.",
+    NoSchema: lambda error: (
+        f"Run `swarmctl init {error.shown}` or the `swarmctl store copy` again: it fills the empty tables."
+        if error.unfinished else f"Create one with `swarmctl init {error.shown}`, or name the store's schema with ?schema=NAME."
+    ),
     StoreDamaged: lambda error: "Nothing was written. `swarmctl store check` lists every problem; restore the "
     "store from a backup, or repair what it names.",
     CommitUnknown: lambda error: "The write may have committed: look before retrying (`swarmctl op log`, `ref show`). "

@@ -69,6 +69,8 @@ class PostgresStore(Store):
             raise errors.translate(exc, url) from exc
         store = cls(url, conn, readonly)
         try:
+            if row is None and conn.native("SELECT NOT EXISTS (SELECT 1 FROM ops)").fetchone()[0]:
+                raise _not_a_store(url, unfinished=True)  # see `make`: no format, nothing in it
             store._check_format(row)
         except BaseException:
             conn.close()
@@ -304,5 +306,5 @@ def _already_a_store(url: StoreUrl, why: str = "") -> SwarmError:
     )
 
 
-def _not_a_store(url: StoreUrl) -> NoSchema:
-    return NoSchema(url.shown, url.schema)
+def _not_a_store(url: StoreUrl, unfinished: bool = False) -> NoSchema:
+    return NoSchema(url.shown, url.schema, unfinished)
