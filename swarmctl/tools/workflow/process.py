@@ -38,6 +38,8 @@ KILL_GRACE_S = 1.0
 # How long a killed command's processes may take to end before swarmctl stops waiting for them
 # (a process stuck in the kernel ignores even SIGKILL until it returns).
 KILLED_GONE_S = 10.0
+# The longest a wait for a command sleeps before it looks again (see _wait).
+WAKE_S = 1.0
 
 
 class CommandOutcome(NamedTuple):
@@ -240,7 +242,9 @@ def _wait(proc: Any, timeout_s: float, tick: tuple[Callable[[], None], float] | 
             if tick is not None and now >= next_tick:
                 tick[0]()
                 next_tick = time.monotonic() + period
-            until = min(deadline, next_tick) - time.monotonic()
+            # At most WAKE_S at a time: a Ctrl-C that came just before the poll began does not
+            # end it (Python handles a signal between statements, and poll's EINTR is past).
+            until = min(deadline, next_tick, now + WAKE_S) - time.monotonic()
             if pidfd is not None and poller.poll(max(0.0, until) * 1000):
                 break
             if pidfd is None and _exited(proc, until):
