@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from swarmctl.spec import Tool
 
 
+def working_directory() -> Path | None:
+    """This process's working directory; None where it no longer exists (a shell left in a
+    directory that was removed): then only absolute paths lead anywhere."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None
+
+
+_LOOK = object()  # Context's working directory, not looked up yet
+
+
 class OpenStores:
     """The local stores a long-lived door (the MCP server, `swarmctl call --lines`) keeps open
     across its calls: one connection per store for the door's life. Opening one per call would
@@ -122,7 +134,7 @@ class Context:
         self._auth = auth  # set by a door that checked the actor itself ("token")
         self._db_auth: str | None = None  # what the store's database says of the actor (Store.auth_of)
         self.actor = actor
-        self.cwd = cwd if cwd is not None else Path.cwd()
+        self._cwd: Any = cwd if cwd is not None else _LOOK  # the process's, looked up when asked
         self.readonly = readonly
         self.resolved: dict[str, Any] = {}
         self._store = _store
@@ -154,6 +166,39 @@ class Context:
         opened: the envelope's meta.repo."""
         return self._store.repo if self._store else None
 
+    @property
+    def cwd(self) -> Path | None:
+        """Where relative paths start, and the store is looked for: as given, else this
+        process's working directory (None: it no longer exists)."""
+        if self._cwd is _LOOK:
+            self._cwd = working_directory()
+        return self._cwd
+
+    def path(self, given: str | Path) -> Path:
+        """A path as given, from the working directory (E_INVALID_ARG: it is relative, and
+        the working directory no longer exists)."""
+        path = Path(given)
+        if path.is_absolute():
+            return path
+        if self.cwd is None:
+            raise SwarmError(
+                "E_INVALID_ARG",
+                f"{str(given)!r} is a relative path, and the working directory no longer exists (it was removed)",
+                details={"path": str(given)},
+                hint="Give an absolute path, or cd to a directory that exists.",
+            )
+        return self.cwd / path
+
+    def locate(self, given: str) -> str | Path:
+        """What `--repo` or `init PATH` names: a server's URL as given, or a path."""
+        if is_url(given):
+            return given
+        path = self.path(given)
+        try:
+            return resolve(path)
+        except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
+            return path
+
     def target(self) -> str | Path:
         """Where the store is or would be, without opening it: a path, or a server's URL."""
         if self.repo is not None and is_url(self.repo):
@@ -162,15 +207,26 @@ class Context:
 
     def target_path(self) -> Path:
         """Where the local store is or would be, without opening it."""
+        if self.repo is not None:
+            path = self.path(self.repo)
+        elif self.cwd is None:
+            raise SwarmError(
+                "E_NOT_A_REPO",
+                "no swarmops store found: the working directory no longer exists (it was removed)",
+                details={"path": None},
+                hint="cd to the store's directory (or one inside it), or give it with --repo PATH or SWARMCTL_REPO.",
+            )
+        else:
+            path = self.cwd
         try:
             if self.repo is not None:
-                return resolve(self.cwd / self.repo)
-            found = discover(self.cwd)
+                return resolve(path)
+            found = discover(path)
             if found is None:
-                raise not_a_repo(resolve(self.cwd), discovered=True)
+                raise not_a_repo(resolve(path), discovered=True)
             return found
         except OSError as exc:
-            raise os_failure(exc, self.cwd / (self.repo or "")) or exc
+            raise os_failure(exc, path) or exc
 
     def store(self) -> Store:
         if self._store is None:

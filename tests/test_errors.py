@@ -471,6 +471,40 @@ def _await_lock_wait(sw, waiter: subprocess.Popen) -> None:
             look.close()
 
 
+def test_a_working_directory_that_was_removed(sw):
+    """A shell left in a directory that was removed: a store given by its absolute path works
+    as from anywhere; finding the store from there, or a relative path, is a clear error
+    (E_NOT_A_REPO, E_INVALID_ARG), never a traceback."""
+    ids = build_golden_store(sw)
+    removed = iter(range(100))
+
+    def run(*args: str, input: str | None = None) -> tuple[int, list[dict]]:
+        gone = sw.tmp / f"gone-{next(removed)}"
+        gone.mkdir()
+        # The shell enters it, removes it, then becomes swarmctl, there.
+        done = subprocess.run(
+            ["sh", "-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone), *swarmctl_argv(), *args],
+            env=sw.env, input=input, capture_output=True, text=True, timeout=60,
+        )
+        assert not done.stderr, done.stderr
+        return done.returncode, [json.loads(line) for line in done.stdout.splitlines()]
+
+    status, [read] = run("--repo", str(sw.store), "op", "log", "-n", "1")
+    assert (status, read["result"]["ops"][0]["op"]) == (0, 6)
+    status, [moved] = run("--repo", str(sw.store), "--as", AGENT, "ref", "set", "release/v2", ids["base"])
+    assert (status, moved["result"]["op"]) == (0, 7)
+    status, [found] = run("op", "log")
+    assert (status, found["error"]["code"]) == (5, "E_NOT_A_REPO") and "no longer exists" in found["error"]["message"]
+    for args in (["--repo", "store", "op", "log"], ["--as", ALICE, "init", "store"]):
+        status, [relative] = run(*args)
+        assert (status, relative["error"]["code"], relative["error"]["details"]) == (2, "E_INVALID_ARG", {"path": "store"})
+    lines = '{"tool": "op_log", "arguments": {"limit": 1}}\n'
+    status, answers = run("--repo", str(sw.store), "call", "--lines", input=lines)
+    assert (status, [a["result"]["ops"][0]["op"] for a in answers]) == (0, [7])
+    status, answers = run("call", "--lines", input=lines)
+    assert (status, [a["error"]["code"] for a in answers]) == (5, ["E_NOT_A_REPO"])
+
+
 def test_init_where_this_user_may_not_write(sw):
     (sw.tmp / "ro").mkdir()
     with read_only_mount(sw.tmp / "ro"):

@@ -205,15 +205,13 @@ def call(
 
 def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     """`call --lines`: each line of stdin a call, each envelope a line of stdout (calls.Batch)."""
-    from pathlib import Path
-
     from swarmctl import limits
     from swarmctl.calls import Batch
     from swarmctl.cli.invoke import utf8
-    from swarmctl.context import Context
+    from swarmctl.context import Context, working_directory
     from swarmctl.envelope import dumps
 
-    cwd = Path.cwd()  # where --repo is taken from, or the store discovered: the same for every line
+    cwd = working_directory()  # where --repo is taken from, or the store discovered: the same for every line
     batch = Batch(lambda stores: Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores, json_text=True),
                   lambda envelope: _write_line(dumps(envelope)), stop_on_error)
 

@@ -42,16 +42,6 @@ def is_url(where: str | Path) -> bool:
     return isinstance(where, str) and where.startswith(URL_SCHEMES)
 
 
-def locate(given: str, cwd: Path) -> str | Path:
-    """What `--repo` or `init PATH` names: a server's URL as given, or a path from `cwd`."""
-    if is_url(given):
-        return given
-    try:
-        return resolve(cwd / given)
-    except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
-        return cwd / given
-
-
 # libpq's variables that carry a password (PGPASSFILE names a file: a path, not a secret).
 _PASSWORD_VARIABLES = ("PGPASSWORD", "PGSSLPASSWORD")
 
@@ -120,7 +110,6 @@ __all__ = [
     "discover",
     "is_store",
     "is_url",
-    "locate",
     "not_a_repo",
     "os_failure",
     "resolve",

@@ -12,7 +12,7 @@ import typing
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type, Example
-from swarmctl.store import Store, locate
+from swarmctl.store import Store
 from swarmctl.store.schema import FORMAT_VERSION
 from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
 from swarmctl.tools.op import OpLogReq, OpRecord, op_log
@@ -87,7 +87,7 @@ def init(ctx: Context, req: InitReq) -> InitResult:
     """Create a store in PATH: a directory holding one SQLite database (WAL mode,
     synchronous=FULL). Its first op (op 1, kind `init`) records who made it."""
     actor = ctx.require_actor()
-    store = ctx.adopt(Store.create(locate(req.path, ctx.cwd), actor))
+    store = ctx.adopt(Store.create(ctx.locate(req.path), actor))
     return InitResult(repo=store.repo, op=1, format=FORMAT_VERSION)
 
 
@@ -98,7 +98,7 @@ DEMO_AGENT = "agent/worker-17"
 def demo(ctx: Context, req: DemoReq) -> DemoResult:
     """Create a store in PATH with a short history by two actors (a person and an agent) and
     show its op log. Op 6 is the agent moving release/v1: try `op undo 6` on it."""
-    store = ctx.adopt(Store.create(locate(req.path, ctx.cwd), DEMO_HUMAN))
+    store = ctx.adopt(Store.create(ctx.locate(req.path), DEMO_HUMAN))
     human = Context(repo=store.repo, actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store)
     agent = Context(repo=store.repo, actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store)
     base = changeset_create(
@@ -148,7 +148,7 @@ def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
         done["n"] = rows
 
     src, dst, copied = copy_store(
-        locate(req.source, ctx.cwd), locate(req.destination, ctx.cwd),
+        ctx.locate(req.source), ctx.locate(req.destination),
         actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress,
     )
     ctx.adopt(dst)

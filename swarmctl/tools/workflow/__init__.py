@@ -102,7 +102,7 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
     actor = ctx.require_actor()
-    path = (ctx.cwd / req.file).absolute()
+    path = ctx.path(req.file).absolute()
     spec = definition.load(path)
     guards.require_env(spec["steps"])
     store = ctx.store()
@@ -296,7 +296,7 @@ def policy_refusal(ctx: Context, tool: str, req: Any, actor: str) -> SwarmError 
         if policy is None:
             return None
         if tool == "workflow_run":
-            refusal = rules.may_run(policy, actor, str((ctx.cwd / req.file).resolve()))
+            refusal = rules.may_run(policy, actor, str(ctx.path(req.file).resolve()))
         else:
             wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
             refusal = guards.policy_refusal(policy, tool, actor, wf)
