@@ -130,6 +130,52 @@ def test_a_closed_pipe_ends_quietly(sw, store):
     assert proc.returncode == 0
 
 
+
+def test_closed_standard_streams(sw, store):
+    """Started with stdout, stdin or stderr closed (`>&-`, `<&-`, `2>&-`), a command runs as it
+    would have and exits with its status: what it prints goes nowhere, and no traceback."""
+    def run(redirect: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["sh", "-c", f'exec "$@" {redirect}', "sh", *swarmctl_argv(), "--repo", store, *args],
+            capture_output=True, text=True, env=sw.env, timeout=60,
+        )
+
+    moved = run(">&-", "--as", AGENT, "ref", "set", "closed", "main", "--create")
+    assert (moved.returncode, moved.stderr) == (0, "")
+    assert sw.ok("--repo", store, "ref", "show", "closed")["name"] == "closed"  # it ran
+    failed = run(">&-", "op", "show", "999")
+    assert (failed.returncode, failed.stderr) == (4, "")
+    no_input = run("<&-", "call", "op_log", "-")  # stdin reads as empty: not JSON
+    assert (no_input.returncode, json.loads(no_input.stdout)["error"]["code"]) == (2, "E_INVALID_ARG"), no_input.stderr
+    quiet = run("2>&-", "-q", "op", "show", "999")  # -q says its failure on stderr
+    assert (quiet.returncode, quiet.stdout) == (4, "")
+
+
+def test_json_is_utf8_whatever_the_locale_and_a_table_falls_back_to_ascii(sw, store):
+    """JSON is written as UTF-8 (RFC 8259) even where stdout's encoding is another (a legacy
+    locale, PYTHONIOENCODING); a table is drawn in ASCII there, and what the encoding cannot
+    show is `?`. Never a UnicodeEncodeError."""
+    sw.ok("--repo", store, "--as", AGENT, "ref", "set", "café→☕", "main", "--create")
+    utf8 = subprocess.run([*swarmctl_argv(), "--repo", store, "ref", "list"], capture_output=True, env=sw.env, timeout=60)
+    for encoding in ("ascii", "latin-1"):
+        env = {**sw.env, "PYTHONIOENCODING": encoding}
+        listed = subprocess.run([*swarmctl_argv(), "--repo", store, "ref", "list"], capture_output=True, env=env, timeout=60)
+        assert (listed.returncode, listed.stderr) == (0, b"")
+        assert json.loads(listed.stdout)["result"] == json.loads(utf8.stdout)["result"]
+        assert "café→☕".encode() in listed.stdout
+        lines = subprocess.run(
+            [*swarmctl_argv(), "--repo", store, "call", "--lines"], input=b'{"tool": "ref_list"}\n',
+            capture_output=True, env=env, timeout=60,
+        )
+        assert (lines.returncode, json.loads(lines.stdout)["result"]) == (0, json.loads(utf8.stdout)["result"])
+        table = subprocess.run(
+            [*swarmctl_argv(), "--repo", store, "-o", "table", "ref", "list"], capture_output=True, env=env, timeout=60,
+        )
+        assert (table.returncode, table.stderr) == (0, b"")
+        text = table.stdout.decode(encoding)
+        assert text.startswith("+-") and "| caf" in text and "┃" not in text
+
+
 @pytest.mark.parametrize(
     "args, op, message",
     [

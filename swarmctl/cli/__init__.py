@@ -31,6 +31,8 @@ from swarmctl.envelope import exit_code as exit_status_of
 
 def main(argv: list[str] | None = None) -> NoReturn:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
+        _open_closed_std_streams()
     status = run(sys.argv[1:] if argv is None else argv)
     # Everything is written and the store closed: leave without tearing the interpreter down,
     # which costs a short command a sixth of its time (measured in bench/core.py).
@@ -40,6 +42,22 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except BrokenPipeError:
         pass
     os._exit(status)
+
+
+def _open_closed_std_streams() -> None:
+    """Started with stdin, stdout or stderr closed (`swarmctl ... >&-`; Python then makes it
+    None): it reads and writes /dev/null, so that the command runs and exits as it would
+    have, and no file opened later takes its descriptor (output meant for the terminal would
+    go into it)."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is None:
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.dup2(devnull := os.open(os.devnull, os.O_RDWR), fd)
+                if devnull != fd:
+                    os.close(devnull)
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))
 
 
 def run(args: list[str]) -> int:

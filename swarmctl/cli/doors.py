@@ -236,16 +236,9 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
 def _write_line(text: str) -> bool:
     """Write one line to stdout now (a caller reads each result as it comes); False when the
     pipe is closed."""
-    import os
+    from swarmctl.cli.output import write
 
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        return True
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)  # as output.py does: no complaint at exit
-        os.dup2(devnull, sys.stdout.fileno())
-        return False
+    return write(text + "\n")
 
 
 COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) on stdout.

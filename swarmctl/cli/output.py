@@ -25,9 +25,9 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if globals_.output == "jsonl":
         records = jsonl_records(envelope, tool)
         if isinstance(records, JsonTexts):  # each record's JSON text already
-            _write("".join(line_safe(text) + "\n" for text in records.json_texts))
+            write("".join(line_safe(text) + "\n" for text in records.json_texts))
         else:
-            _write("".join(dumps(record) + "\n" for record in records))
+            write("".join(dumps(record) + "\n" for record in records))
         return
     color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
     if globals_.output == "table":
@@ -40,7 +40,8 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             color = wants_color(globals_.color) and (_isatty(sys.stderr) or globals_.color == "always")
         try:
             result_type = tool.result.__name__ if tool is not None else None
-            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty(), result_type=result_type)
+            encoding = getattr(sys.stderr if on_stderr else sys.stdout, "encoding", None) or "utf-8"
+            text = tables.render(envelope, color=color, terminal=sys.stdout.isatty(), result_type=result_type, encoding=encoding)
         except Exception as exc:  # a bug in a renderer must not hide what the command did
             from swarmctl.cli.inert import inert
 
@@ -50,14 +51,14 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
             sys.stderr.write(text)
             sys.stderr.flush()
         else:
-            _write(text)
+            write(text, human=True)
     elif sys.stdout.isatty() or globals_.color == "always":
         if color:
-            _write(_highlighted(envelope))
+            write(_highlighted(envelope))
         else:
-            _write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
+            write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
     else:
-        _write(dumps(envelope) + "\n")
+        write(dumps(envelope) + "\n")
 
 
 def wants_color(color: str) -> bool:
@@ -121,19 +122,30 @@ class _Sink:
         pass
 
 
-def _write(text: str) -> None:
-    """Write to stdout; a closed pipe (`| head -1`) ends quietly. What is written is always
-    valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file name) inside a
-    JSON string is written as its JSON escape, `\\udcff`, never as a raw byte."""
+def write(text: str, human: bool = False) -> bool:
+    """Write to stdout now; False: a closed pipe (`| head -1`), which ends quietly. What is
+    written is always valid UTF-8: a lone surrogate (a byte that was not UTF-8, e.g. in a file
+    name) inside a JSON string is written as its JSON escape, `\\udcff`, never as a raw byte.
+    JSON is written as UTF-8 whatever the locale (RFC 8259: JSON between systems is UTF-8);
+    a `human` text (a table) in stdout's own encoding, what it cannot show replaced by `?`."""
     if not is_utf8(text):
         text = re.sub(_LONE_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", text)
+    out = sys.stdout
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        buffer = getattr(out, "buffer", None)
+        if buffer is None:  # a stream without bytes below it (a test's): as it is
+            out.write(text)
+            out.flush()
+            return True
+        out.flush()
+        buffer.write(text.encode((out.encoding or "utf-8") if human else "utf-8", "replace"))
+        buffer.flush()
+        return True
     except BrokenPipeError:
         # Python would complain again at exit when flushing stdout: point it at /dev/null.
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, out.fileno())
+        return False
 
 
 _LONE_SURROGATE = "[\ud800-\udfff]"  # compiled by `re` when first used: rarely

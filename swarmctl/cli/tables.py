@@ -23,13 +23,17 @@ class _Options:
     now: datetime | None = None  # the clock, for tests
 
 
-def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False, result_type: str | None = None) -> str:
+def render(
+    envelope: dict[str, Any], *, color: bool, terminal: bool = False, result_type: str | None = None,
+    encoding: str = "utf-8",
+) -> str:
     """The envelope for people, its result by the renderer of its type (`result_type`, the name
     of the tool's result type: RENDERERS), or as a generic table. Every string from the envelope
     is escaped first, so text that looks like Rich markup (a message "fix [/bold] tag") is shown
     as it is, never interpreted: renderers put data into markup freely, and write literal
     brackets as `\\[`. Control and format characters are escaped too (swarmctl/cli/inert.py):
-    a terminal acts on none of them."""
+    a terminal acts on none of them. Where the text goes in an `encoding` other than UTF-8 (a
+    legacy locale), Rich draws its boxes in ASCII."""
     import time
 
     time.tzset()  # TZ as it is now, also when it changed in this process
@@ -38,7 +42,7 @@ def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False, res
         return _plain_ops(envelope["result"])
     from rich.console import Console
 
-    out = io.StringIO()
+    out = _Text(encoding)
     console = Console(file=out, force_terminal=color, no_color=not color, width=_width(), highlight=False)
     envelope = _escaped(envelope)
     if not envelope["ok"]:
@@ -50,6 +54,18 @@ def render(envelope: dict[str, Any], *, color: bool, terminal: bool = False, res
     renderer = RENDERERS.get(result_type or "", _generic)
     renderer(console, envelope["result"])
     return out.getvalue()
+
+
+class _Text(io.StringIO):
+    """The table's text, with the encoding of where it goes (Rich reads it to choose its boxes)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._encoding
 
 
 def _escaped(value: Any) -> Any:
