@@ -505,6 +505,19 @@ def test_a_working_directory_that_was_removed(sw):
     assert (status, [a["error"]["code"] for a in answers]) == (5, ["E_NOT_A_REPO"])
 
 
+def test_init_where_the_database_name_is_taken_by_something_else(sw):
+    """A directory, or a dangling link, where the store's database would go: E_STATE naming it
+    (it said a store was just made there by another process), and nothing left behind."""
+    for name, make in (("dir", lambda db: db.mkdir()), ("link", lambda db: db.symlink_to(sw.tmp / "nowhere"))):
+        where = sw.tmp / name
+        where.mkdir()
+        make(where / "swarmops.db")
+        ran = sw("--as", ALICE, "init", str(where))
+        assert (ran.exit, ran.error["code"]) == (7, "E_STATE"), ran.stdout
+        assert "swarmops.db is there and is not a store's database" in ran.error["message"]
+        assert [p.name for p in where.iterdir()] == ["swarmops.db"]
+
+
 def test_init_where_this_user_may_not_write(sw):
     (sw.tmp / "ro").mkdir()
     with read_only_mount(sw.tmp / "ro"):

@@ -170,6 +170,13 @@ class SqliteStore(Store):
             raise _already_a_store(path)
         if path.exists() and not path.is_dir():
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
+        if os.path.lexists(path / DB_FILE):  # not a database file: a directory, a dangling link
+            raise SwarmError(
+                "E_STATE",
+                f"cannot make a store in {path}: {path / DB_FILE} is there and is not a store's database",
+                details={"path": str(path)},
+                hint=f"Move {path / DB_FILE} away, or choose another directory. Nothing was written.",
+            )
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
