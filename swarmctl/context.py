@@ -207,17 +207,14 @@ class Context:
 
     def target_path(self) -> Path:
         """Where the local store is or would be, without opening it."""
-        if self.repo is not None:
-            path = self.path(self.repo)
-        elif self.cwd is None:
+        if self.repo is None and self.cwd is None:
             raise SwarmError(
                 "E_NOT_A_REPO",
                 "no swarmops store found: the working directory no longer exists (it was removed)",
                 details={"path": None},
                 hint="cd to the store's directory (or one inside it), or give it with --repo PATH or SWARMCTL_REPO.",
             )
-        else:
-            path = self.cwd
+        path = self.path(self.repo) if self.repo is not None else self.cwd
         try:
             if self.repo is not None:
                 return resolve(path)

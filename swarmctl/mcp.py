@@ -29,8 +29,8 @@ import io
 import json
 import os
 import sys
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, nullcontext
+from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager, Iterator
 
 import anyio
 import mcp_types as types
@@ -40,7 +40,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from swarmctl import jsontext, limits, registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
-from swarmctl.envelope import SwarmError, dumps
+from swarmctl.envelope import SwarmError, Terminated, dumps
 from swarmctl.spec import Tool
 
 INSTRUCTIONS = """\
@@ -85,12 +85,14 @@ Dispatch = Callable[[Any, str, Any], Awaitable[dict[str, Any]]]
 
 
 def build_server(
-    repo: str | None, actor: str | None, stores: OpenStores | None = None, dispatch: Dispatch | None = None
+    repo: str | None, actor: str | None, stores: OpenStores | None = None, dispatch: Dispatch | None = None,
+    calling: Callable[[], ContextManager[None]] = nullcontext,
 ) -> Server:
     """A server for the store at `repo` (None: discovered from the working directory per call),
     acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED), on the connections
     of `stores` (None: its own, for as long as the server lives). `dispatch` (the HTTP door's)
-    runs each call instead; it ends in `calls.call_tool` too."""
+    runs each call instead; it ends in `calls.call_tool` too. `calling()` is entered while a
+    tool runs (the stdio door's `_Stop.calling`)."""
     tools = {t.name: t for t in registry.mcp_tools()}
     stores = stores if stores is not None else OpenStores()
     listing: list[dict[str, Any]] = []
@@ -110,7 +112,8 @@ def build_server(
             return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
         ctx = Context(repo=repo, actor=actor, stores=stores)
-        envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
+        with calling():
+            envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
         return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(
@@ -124,44 +127,92 @@ def build_server(
 
 
 def serve(repo: str | None, actor: str | None) -> int:
-    """Serve MCP over stdin/stdout until the client closes stdin."""
+    """Serve MCP over stdin/stdout until the client closes stdin, or Ctrl-C or SIGTERM stops it
+    (KeyboardInterrupt, as the CLI's commands end: exit 130)."""
     stores = OpenStores()
-    server = build_server(repo, actor, stores)
+    stop = _Stop()
+    server = build_server(repo, actor, stores, calling=stop.calling)
 
     async def main() -> None:
-        async with stdio_transport() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with anyio.CancelScope() as serving:
+            stop.arm(serving)
+            async with stdio_transport() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
 
     try:
-        with _ctrl_c_stops_at_once():
-            anyio.run(main)
+        with stop.on_signals():
+            try:
+                anyio.run(main)
+            except BaseException:
+                if stop.came is None:
+                    raise
+        stop.raise_if_stopped()  # as what stopped it, whatever anyio raised on the way out
     finally:
         stores.close()
     return 0
 
 
-@contextmanager
-def _ctrl_c_stops_at_once() -> Iterator[None]:
-    """Within: Ctrl-C stops the server at once, as SIGTERM does. asyncio's runner, left to
-    itself, would only cancel the serving task at the first Ctrl-C, and that task waits for
-    the thread that reads stdin: a server at a terminal, or under a client that keeps its end
-    of the pipe open, would go on until the next line or the end of input. (Where SIGINT is
-    ignored, as in a background job, it stays ignored.)"""
-    import signal
-    import threading
+class _Stop:
+    """How Ctrl-C or SIGTERM stops the stdio server at once. While a tool runs (on the event
+    loop's thread, as the CLI runs it), as they stop a command: KeyboardInterrupt in the tool,
+    so its write rolls back and a workflow's command is killed and its step saved. Between
+    calls, by cancelling the serving scope from the event loop: an exception raised wherever
+    the loop happened to be would break anyio's state (asyncio's runner, left to itself, would
+    only cancel the serving task, and that waited for the client's next line). A second signal
+    is raised at once. A signal that was ignored (a background job's SIGINT) stays ignored."""
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
-        return
+    def __init__(self) -> None:
+        self.came: int | None = None
+        self._calling = False
+        self._cancel: Callable[[], None] | None = None
 
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    @contextmanager
+    def calling(self) -> Iterator[None]:
+        self._calling = True
+        try:
+            yield
+        finally:
+            self._calling = False
 
-    signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def arm(self, serving: anyio.CancelScope) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self._cancel = lambda: loop.call_soon_threadsafe(serving.cancel)
+
+    @contextmanager
+    def on_signals(self) -> Iterator[None]:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def stop(signum: int, frame: Any) -> None:
+            again, self.came = self.came is not None, signum
+            if self._cancel is not None:
+                self._cancel()
+            if again or self._calling or self._cancel is None:
+                self.raise_if_stopped()
+
+        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+        for signum, handler in previous.items():
+            if handler is not signal.SIG_IGN:
+                signal.signal(signum, stop)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def raise_if_stopped(self) -> None:
+        import signal
+
+        if self.came == signal.SIGTERM:
+            raise Terminated()
+        if self.came is not None:
+            raise KeyboardInterrupt
 
 
 # --- the transport: the SDK's stdio framing, with the duplicate-field check ----------------
@@ -258,7 +309,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     and a change that was made is never left unreported.
     """
     wire_in, wire_out, restore = _claim_stdio()
-    lines = bounded_lines(anyio.wrap_file(wire_in), limits.max_input_bytes())
+    lines = bounded_lines(_Stdin(wire_in), limits.max_input_bytes())
     out = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
     to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
@@ -307,6 +358,19 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
             tg.cancel_scope.cancel()
     finally:
         restore()
+
+
+class _Stdin:
+    """The client's end, read in a worker thread that a cancellation leaves behind: a read
+    blocked in the kernel cannot be stopped, and Ctrl-C (or SIGTERM) must not wait for the
+    client's next line. (anyio's `wrap_file` waits for the read to return: the server hung
+    until the client wrote or closed its end.)"""
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        self.raw = raw
+
+    async def read1(self, size: int) -> bytes:
+        return await anyio.to_thread.run_sync(self.raw.read1, size, abandon_on_cancel=True)
 
 
 class _Unanswered:

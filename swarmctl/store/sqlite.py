@@ -43,6 +43,7 @@ _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
 # between two (see SqliteStore._lock).
 LOCK_SLICE_S = 0.1
 
+
 def _already_a_store(path: Path, why: str = "") -> SwarmError:
     return SwarmError(
         "E_STATE",
