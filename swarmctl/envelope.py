@@ -5,6 +5,7 @@ shape are decided. It imports nothing slow: every command goes through it.
 """
 
 import json
+import os
 from typing import Any, NamedTuple
 
 API_VERSION = 1
@@ -64,7 +65,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "E_UNAVAILABLE",
             11,
             "the store's database server cannot be reached, has no connection free or dropped the connection, "
-            "or the disk that holds the store (or the server's) is full; nothing was written "
+            "the disk that holds the store (or the server's) is full, or this process may open no more files; "
+            "nothing was written "
             "(or, when the connection dropped during COMMIT and the outcome could not be found, "
             "`details.commit_unknown: true`); safe to retry",
         ),
@@ -129,10 +131,10 @@ def _clip(value: Any, limit: int) -> Any:
 
 
 def internal_error(exc: BaseException) -> SwarmError:
-    """Wrap an unexpected exception: say it is a bug, with an id to find it by."""
-    import uuid
-
-    correlation_id = uuid.uuid4().hex[:12]
+    """Wrap an unexpected exception: say it is a bug, with an id to find it by. (Nothing is
+    imported here: the last resort must work where an import cannot, as in a process with no
+    file descriptor left.)"""
+    correlation_id = os.urandom(6).hex()
     return SwarmError(
         "E_INTERNAL",
         f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc} [correlation id {correlation_id}]",

@@ -10,6 +10,7 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -516,6 +517,44 @@ def test_init_where_the_database_name_is_taken_by_something_else(sw):
         assert (ran.exit, ran.error["code"]) == (7, "E_STATE"), ran.stdout
         assert "swarmops.db is there and is not a store's database" in ran.error["message"]
         assert [p.name for p in where.iterdir()] == ["swarmops.db"]
+
+
+_NO_DESCRIPTOR_LEFT = """
+import json, os, sys
+from swarmctl.calls import call_tool
+from swarmctl.context import Context, OpenStores
+from swarmctl import registry
+
+tools, stores = registry.Named(), OpenStores()
+call = lambda repo: call_tool("changeset_create", {"message": "fd"}, Context(repo=repo, actor="agent/fd", stores=stores), tools)
+assert call(sys.argv[1])["ok"]  # the tool's code loaded, and one store open: a server that has served
+held = []
+while True:  # every descriptor this process may have
+    try:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        break
+refused = call(sys.argv[2])  # a store it has not opened yet
+for fd in held:
+    os.close(fd)
+print(json.dumps([refused, call(sys.argv[2])]))
+"""
+
+
+def test_a_process_out_of_file_descriptors_is_e_unavailable_not_a_corrupt_store(sw):
+    """A long-lived door that may open no more files (RLIMIT_NOFILE): SQLite says only "unable
+    to open database file", which read as a damaged store (E_STORE_CORRUPT, restore a backup).
+    It is E_UNAVAILABLE, reason too_many_open_files, nothing written; once files are closed,
+    the same door writes."""
+    build_golden_store(sw)
+    other = sw.tmp / "other"
+    sw.ok("--as", ALICE, "init", str(other))
+    done = subprocess.run([sys.executable, "-c", _NO_DESCRIPTOR_LEFT, str(sw.store), str(other)], capture_output=True,
+                          text=True, env=sw.env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    refused, written = json.loads(done.stdout)
+    assert (refused["error"]["code"], refused["error"]["details"]["reason"]) == ("E_UNAVAILABLE", "too_many_open_files"), refused
+    assert written["ok"] and written["result"]["op"] == 2, written
 
 
 def test_init_where_this_user_may_not_write(sw):

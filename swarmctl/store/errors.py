@@ -39,6 +39,8 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
     # it could not make would be blamed as unreadable.
     if code == _SQLITE_FULL or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and path is not None and no_room(path)):
         return disk_full(path, text)
+    if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and no_descriptor_free():
+        return too_many_open_files(path, text)
     if code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN, _SQLITE_IOERR) and path is not None:
         if (blamed := blame_files(path)) is not None:
             return blamed
@@ -109,6 +111,37 @@ def no_room(path: Path) -> bool:
     free = fs.f_bfree if root else fs.f_bavail
     no_inode = fs.f_files > 0 and (fs.f_ffree if root else fs.f_favail) == 0
     return free * fs.f_frsize < NO_ROOM_BYTES or no_inode
+
+
+# What SQLite may need to open at once for a store: the database, its -wal and -shm files, and
+# the directory it syncs.
+STORE_DESCRIPTORS = 4
+
+
+def no_descriptor_free() -> bool:
+    """Whether this process (or the system) is out of file descriptors, or as good as out for
+    SQLite, which then says only "unable to open database file" (RLIMIT_NOFILE, `ulimit -n`)."""
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+        import resource  # its module is a file to open: after the first open said there is room
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        in_use = len(os.listdir("/proc/self/fd")) - 1  # less the one that lists them
+    except OSError as exc:
+        return exc.errno in (errno.EMFILE, errno.ENFILE)  # no /proc: only what the first open said
+    except ImportError:  # the last descriptor went to the probe's import after all
+        return True
+    return soft != resource.RLIM_INFINITY and soft - in_use < STORE_DESCRIPTORS
+
+
+def too_many_open_files(path: Path | None, text: str) -> SwarmError:
+    """This process may open no more files (nothing was written)."""
+    return SwarmError(
+        "E_UNAVAILABLE",
+        f"this process has too many files open: {text}",
+        details={**({"repo": str(path)} if path else {}), "reason": "too_many_open_files"},
+        hint="Nothing was written. Raise the limit on open files (`ulimit -n`), or close files, then retry.",
+    )
 
 
 def disk_full(path: Path | None, text: str) -> SwarmError:
@@ -236,7 +269,9 @@ def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: 
             hint="Nothing was written. Run as a user who may write the store's directory, or read a "
             "copy of the store. (A store on a read-only filesystem is read without it.)",
         )
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL) or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and no_room(path)):
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL) or (
+        code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and (no_room(path) or no_descriptor_free())
+    ):
         return translate(exc, path)
     return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
 
@@ -312,4 +347,6 @@ def os_failure(exc: OSError, path: Path | None = None) -> SwarmError | None:
         return forbidden(path, f"the store is on a read-only filesystem: {name}")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return disk_full(path, f"{exc.strerror}: {name}")
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return too_many_open_files(path, f"{exc.strerror}: {name}")
     return None
