@@ -29,8 +29,8 @@ import io
 import json
 import os
 import sys
-from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager, Iterator
+from contextlib import asynccontextmanager, nullcontext
+from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager
 
 import anyio
 import mcp_types as types
@@ -40,8 +40,9 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from swarmctl import jsontext, limits, registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
-from swarmctl.envelope import SwarmError, Terminated, dumps
+from swarmctl.envelope import SwarmError, dumps
 from swarmctl.spec import Tool
+from swarmctl.stopping import Stop
 
 INSTRUCTIONS = """\
 swarmctl: a swarmops store, where named refs point at immutable changesets and every change \
@@ -92,7 +93,7 @@ def build_server(
     acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED), on the connections
     of `stores` (None: its own, for as long as the server lives). `dispatch` (the HTTP door's)
     runs each call instead; it ends in `calls.call_tool` too. `calling()` is entered while a
-    tool runs (the stdio door's `_Stop.calling`)."""
+    tool runs (the stdio door's `Stop.calling`)."""
     tools = {t.name: t for t in registry.mcp_tools()}
     stores = stores if stores is not None else OpenStores()
     listing: list[dict[str, Any]] = []
@@ -130,7 +131,7 @@ def serve(repo: str | None, actor: str | None) -> int:
     """Serve MCP over stdin/stdout until the client closes stdin, or Ctrl-C or SIGTERM stops it
     (KeyboardInterrupt, as the CLI's commands end: exit 130)."""
     stores = OpenStores()
-    stop = _Stop()
+    stop = Stop()
     server = build_server(repo, actor, stores, calling=stop.calling)
 
     async def main() -> None:
@@ -150,69 +151,6 @@ def serve(repo: str | None, actor: str | None) -> int:
     finally:
         stores.close()
     return 0
-
-
-class _Stop:
-    """How Ctrl-C or SIGTERM stops the stdio server at once. While a tool runs (on the event
-    loop's thread, as the CLI runs it), as they stop a command: KeyboardInterrupt in the tool,
-    so its write rolls back and a workflow's command is killed and its step saved. Between
-    calls, by cancelling the serving scope from the event loop: an exception raised wherever
-    the loop happened to be would break anyio's state (asyncio's runner, left to itself, would
-    only cancel the serving task, and that waited for the client's next line). A second signal
-    is raised at once. A signal that was ignored (a background job's SIGINT) stays ignored."""
-
-    def __init__(self) -> None:
-        self.came: int | None = None
-        self._calling = False
-        self._cancel: Callable[[], None] | None = None
-
-    @contextmanager
-    def calling(self) -> Iterator[None]:
-        self._calling = True
-        try:
-            yield
-        finally:
-            self._calling = False
-
-    def arm(self, serving: anyio.CancelScope) -> None:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        self._cancel = lambda: loop.call_soon_threadsafe(serving.cancel)
-
-    @contextmanager
-    def on_signals(self) -> Iterator[None]:
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def stop(signum: int, frame: Any) -> None:
-            again, self.came = self.came is not None, signum
-            if self._cancel is not None:
-                self._cancel()
-            if again or self._calling or self._cancel is None:
-                self.raise_if_stopped()
-
-        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-        for signum, handler in previous.items():
-            if handler is not signal.SIG_IGN:
-                signal.signal(signum, stop)
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-    def raise_if_stopped(self) -> None:
-        import signal
-
-        if self.came == signal.SIGTERM:
-            raise Terminated()
-        if self.came is not None:
-            raise KeyboardInterrupt
 
 
 # --- the transport: the SDK's stdio framing, with the duplicate-field check ----------------
