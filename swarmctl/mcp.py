@@ -40,7 +40,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from swarmctl import jsontext, limits, registry, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
-from swarmctl.envelope import SwarmError, dumps
+from swarmctl.envelope import Meta, SwarmError, dumps, failure, interrupted
 from swarmctl.spec import Tool
 from swarmctl.stopping import Stop
 
@@ -113,8 +113,12 @@ def build_server(
             return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
         ctx = Context(repo=repo, actor=actor, stores=stores)
-        with calling():
-            envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
+        try:
+            with calling():
+                envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in the tool (stopping.Stop): it rolled back
+            tool = tools.get(params.name)
+            envelope = failure(tool.name if tool else None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
         return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(
@@ -137,17 +141,17 @@ def serve(repo: str | None, actor: str | None) -> int:
     async def main() -> None:
         with anyio.CancelScope() as serving:
             stop.arm(serving)
-            async with stdio_transport() as (read_stream, write_stream):
+            async with stdio_transport(answered=stop.answered) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
 
     try:
         with stop.on_signals():
             try:
                 anyio.run(main)
-            except BaseException:
-                if stop.came is None:
+            except BaseException as exc:
+                if stop.came is None or not stop.only_interrupts(exc):
                     raise
-        stop.raise_if_stopped()  # as what stopped it, whatever anyio raised on the way out
+        stop.raise_if_stopped()  # as what stopped it, however anyio raised it on the way out
     finally:
         stores.close()
     return 0
@@ -237,15 +241,14 @@ async def bounded_lines(wire: Any, limit: int) -> AsyncIterator[str | None]:
 
 
 @asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncIterator[tuple[Any, Any]]:
     """The client's messages from stdin, ours to stdout, one JSON-RPC message a line.
 
     As the SDK's `stdio_server` does, the wire moves to private copies of fds 0 and 1 while
     serving: fd 0 reads /dev/null and fd 1 writes to stderr, so nothing a tool or a process it
     starts prints can break the protocol. Unlike it, at the end of input every request already
     read is answered before the server is told: `printf '...' | swarmctl mcp` gets its answers,
-    and a change that was made is never left unreported.
-    """
+    and a change that was made is never left unreported. `answered()` follows each answer."""
     wire_in, wire_out, restore = _claim_stdio()
     lines = bounded_lines(_Stdin(wire_in), limits.max_input_bytes())
     out = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
@@ -284,6 +287,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                     await out.flush()
                     if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
                         unanswered.settle(message.id)
+                        answered()
         finally:
             written.set()
 

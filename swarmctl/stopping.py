@@ -13,24 +13,38 @@ if TYPE_CHECKING:
 
 
 class Stop:
-    """How Ctrl-C or SIGTERM stops the stdio server at once. While a tool runs (on the event
-    loop's thread, as the CLI runs it), as they stop a command: KeyboardInterrupt in the tool,
-    so its write rolls back and a workflow's command is killed and its step saved. Between
-    calls, by cancelling the serving scope from the event loop: an exception raised wherever
-    the loop happened to be would break anyio's state (asyncio's runner, left to itself, would
-    only cancel the serving task, and that waited for the client's next line). A second signal
-    is raised at once. A signal that was ignored (a background job's SIGINT) stays ignored."""
+    """How Ctrl-C or SIGTERM stops the stdio server at once.
+
+    While a tool runs (on the event loop's thread, as the CLI runs it), as they stop a command:
+    KeyboardInterrupt in the tool, so that its write rolls back and a workflow's command is
+    killed and its step saved; the door answers the call E_INTERRUPTED (`mcp.build_server`),
+    and once that answer is written (`answered`), the serving scope is cancelled. Between
+    calls, the serving scope is cancelled from the event loop at once: an exception raised
+    wherever the loop happened to be would break anyio's state (and asyncio's runner, left to
+    itself, would only cancel the serving task, which waited for the client's next line). A
+    second signal is raised at once. A signal that was ignored (a background job's SIGINT)
+    stays ignored. `raise_if_stopped`, after the loop: the signal, as the CLI takes it."""
 
     def __init__(self) -> None:
         self.came: int | None = None
         self._calling = False
+        self._after_answer = False
+        self._serving: anyio.CancelScope | None = None
         self._cancel: Callable[[], None] | None = None
 
     @contextmanager
     def calling(self) -> Iterator[None]:
+        """While a tool runs. An interrupt that stops it (raised by `on_signals`, or by the
+        tool's own SIGTERM handler: a workflow's command) stops the server once it is answered."""
+        import signal
+
         self._calling = True
         try:
             yield
+        except KeyboardInterrupt as exc:
+            self.came = self.came or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            self._after_answer = True
+            raise
         finally:
             self._calling = False
 
@@ -42,7 +56,12 @@ class Stop:
         def cancel() -> None:  # from a signal handler: the loop runs it, as asyncio's runner does
             loop.call_soon_threadsafe(serving.cancel)
 
-        self._cancel = cancel
+        self._serving, self._cancel = serving, cancel
+
+    def answered(self) -> None:
+        """An answer was written: if it was the interrupted call's, the server stops now."""
+        if self._after_answer and self._serving is not None:
+            self._serving.cancel()
 
     @contextmanager
     def on_signals(self) -> Iterator[None]:
@@ -55,6 +74,8 @@ class Stop:
 
         def stop(signum: int, frame: Any) -> None:
             again, self.came = self.came is not None, signum
+            if self._calling and not again:
+                self.raise_if_stopped()  # in the tool: `calling` sees it go by
             cancelled = False
             if self._cancel is not None:
                 try:
@@ -62,7 +83,7 @@ class Stop:
                     cancelled = True
                 except RuntimeError:  # the event loop has closed: nothing is left to cancel
                     pass
-            if again or self._calling or not cancelled:
+            if again or not cancelled:
                 self.raise_if_stopped()
 
         previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -74,6 +95,16 @@ class Stop:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    @staticmethod
+    def only_interrupts(exc: BaseException) -> bool:
+        """Whether `exc` is the interrupt, or the cancellation it caused, alone (anyio may wrap
+        them in exception groups): anything else is a failure of its own, never hidden by the stop."""
+        import asyncio
+
+        if isinstance(exc, BaseExceptionGroup):
+            return all(Stop.only_interrupts(e) for e in exc.exceptions)
+        return isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
 
     def raise_if_stopped(self) -> None:
         import signal

@@ -325,13 +325,16 @@ def test_the_server_keeps_one_connection_to_its_store_between_calls(sw):
     assert len(seen[0]) == 1 and seen == [seen[0]] * 3, seen
 
 
-@pytest.mark.parametrize("during, signum", [("idle", "SIGINT"), ("idle", "SIGTERM"), ("a write", "SIGINT")])
+@pytest.mark.parametrize(
+    "during, signum", [("idle", "SIGINT"), ("idle", "SIGTERM"), ("a write", "SIGINT"), ("a workflow's command", "SIGTERM")]
+)
 def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
-    """Ctrl-C (SIGINT) or SIGTERM stops `swarmctl mcp` at once, exit 130: idle, with the
-    client's end of stdin still open, and during a write, which rolls back. (Left to asyncio's
-    runner, the first Ctrl-C only cancelled the serving task, which waited for the next line,
-    and a write under way went on; SIGTERM, raised wherever the event loop was, could leave
-    anyio's state broken and the server waiting for the thread that reads stdin.)"""
+    """Ctrl-C (SIGINT) or SIGTERM stops `swarmctl mcp` at once, exit 130, with the client's end
+    of stdin still open. A call it stopped is answered E_INTERRUPTED first: a write rolled back;
+    a workflow's command killed, its step saved interrupted. Nothing on stderr. (Left to
+    asyncio's runner, the first Ctrl-C only cancelled the serving task, which waited for the
+    next line, and a call under way went on; SIGTERM, raised wherever the event loop was, could
+    leave anyio's state broken and the server waiting for the thread that reads stdin.)"""
     import signal
     import time
 
@@ -340,19 +343,51 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     ids = build_golden_store(sw)
     before = op_count(sw.store)
     flag = sw.tmp / "paused"
-    with RawServer(sw.store, AGENT, env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"}) as server:
+    flow = sw.tmp / "slow.toml"
+    flow.write_text('name = "slow"\n[[step]]\nname = "wait"\nrun = ["sleep", "300"]\nrollback = ["true"]\n')
+    call = {
+        "a write": ("ref_set", {"name": "main", "target": ids["base"]}),
+        "a workflow's command": ("workflow_run", {"file": str(flow)}),
+    }.get(during)
+    # A write stops just before its commit; a workflow's writes must commit, and its command runs.
+    paused = {"SWARMCTL_FAULT": f"pause-before-commit:{flag}"} if during == "a write" else {}
+    with RawServer(sw.store, AGENT, env={**sw.env, **paused}) as server:
         server.initialize()
-        if during == "idle":
+        if call is None:
             server.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
             assert server.receive()["id"] == 2  # serving, waiting for the next line
         else:
-            arguments = {"name": "main", "target": ids["base"]}
-            server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ref_set", "arguments": arguments}})
+            server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": call[0], "arguments": call[1]}})
             deadline = time.monotonic() + 60
-            while not (flag.exists() and flag.read_text()):  # the write is about to commit
+            while not (flag.exists() and flag.read_text() if paused else _command_runs(server.proc.pid, "sleep")):
                 assert server.proc.poll() is None and time.monotonic() < deadline, server.proc.stderr.read()
                 time.sleep(0.005)
         server.proc.send_signal(getattr(signal, signum))
         status = server.proc.wait(timeout=60)  # stdin stays open: the end of input does not stop it
-        assert (status, server.proc.stdout.read()) == (130, "")
-    assert op_count(sw.store) == before
+        answers = [json.loads(line) for line in server.proc.stdout.read().splitlines()]
+        assert (status, server.proc.stderr.read()) == (130, "")
+    if call is None:
+        assert answers == []
+        return
+    assert len(answers) == 1, answers  # the stopped call's answer
+    answer = answers[0]
+    error = answer["result"]["structuredContent"]["error"]
+    assert (answer["id"], error["code"], error["details"]["signal"]) == (2, "E_INTERRUPTED", signum), answer
+    if during == "a write":
+        assert op_count(sw.store) == before
+    else:
+        assert not _command_runs(server.proc.pid, "sleep")
+        status = sw.ok("--repo", str(sw.store), "workflow", "status", error["details"]["workflow"])
+        assert [s["status"] for s in status["steps"]] == ["interrupted"], status
+
+
+def _command_runs(pid: int, program: str) -> bool:
+    """Whether a child of `pid` runs `program` (a workflow's command)."""
+    children = " ".join(Path(p).read_text() for p in Path(f"/proc/{pid}/task").glob("*/children")) if Path(f"/proc/{pid}").exists() else ""
+    for child in children.split():
+        try:
+            if Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0].endswith(program.encode()):
+                return True
+        except OSError:
+            pass
+    return False

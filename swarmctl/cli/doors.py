@@ -27,8 +27,8 @@ returns the envelope as `structuredContent` and as the text of its one content b
 `isError` true exactly when `ok` is false. The server acts on the store of --repo (else
 SWARMCTL_REPO, else the store enclosing the working directory) as the actor of --as; a
 missing store or a failing tool fails that call only, and the server serves on. It ends when
-the client closes stdin, or at once on Ctrl-C or SIGTERM (exit 130; a write under way rolls
-back).
+the client closes stdin, or at once on Ctrl-C or SIGTERM (exit 130; a call under way is
+stopped, its write rolled back, and answered E_INTERRUPTED).
 
 With --http HOST:PORT (127.0.0.1:8765, [::1]:8765, 0.0.0.0:8765; port 0: any free port) it
 serves the same tools over MCP's Streamable HTTP at http://HOST:PORT/mcp for any number of
