@@ -136,21 +136,22 @@ def no_descriptor_free() -> bool:
 
 def too_many_open_files(path: Path | None, text: str) -> SwarmError:
     """This process may open no more files (nothing was written)."""
-    return SwarmError(
-        "E_UNAVAILABLE",
-        f"this process has too many files open: {text}",
-        details={**({"repo": str(path)} if path else {}), "reason": "too_many_open_files"},
-        hint="Nothing was written. Raise the limit on open files (`ulimit -n`), or close files, then retry.",
-    )
+    return _no_room(path, "too_many_open_files", f"this process has too many files open: {text}",
+                    "Raise the limit on open files (`ulimit -n`), or close files, then retry.")
 
 
 def disk_full(path: Path | None, text: str) -> SwarmError:
     """The disk (or the user's quota) has no room for the write: SQLite rolled it back whole."""
+    return _no_room(path, "disk_full", f"the disk that holds the store is full: {text}",
+                    "Free space (and inodes) on the disk that holds the store, or raise the quota, then retry.")
+
+
+def _no_room(path: Path | None, reason: str, message: str, remedy: str) -> SwarmError:
     return SwarmError(
         "E_UNAVAILABLE",
-        f"the disk that holds the store is full: {text}",
-        details={**({"repo": str(path)} if path else {}), "reason": "disk_full"},
-        hint="Nothing was written. Free space (and inodes) on the disk that holds the store, or raise the quota, then retry.",
+        message,
+        details={**({"repo": str(path)} if path else {}), "reason": reason},
+        hint=f"Nothing was written. {remedy}",
     )
 
 
