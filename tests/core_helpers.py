@@ -149,6 +149,23 @@ def open_files(pid: int | str = "self") -> dict[str, str]:
     return {fd.name: os.path.realpath(fd) for fd in fds.iterdir()}
 
 
+def child_commands(pid: int | str = "self") -> list[list[str]]:
+    """The argv of each living child of process `pid` (of any of its threads), from /proc."""
+    task = Path(f"/proc/{pid}/task")
+    found = []
+    try:
+        children = " ".join(p.read_text() for p in task.glob("*/children")).split()
+    except OSError:  # the process is gone
+        return []
+    for child in children:
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone since
+            continue
+        found.append([a.decode(errors="replace") for a in argv if a])
+    return found
+
+
 def op_count(store: Path) -> int:
     conn = connect(store)
     try:

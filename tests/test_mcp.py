@@ -11,7 +11,7 @@ import pytest
 
 import swarmctl
 
-from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store, open_files
+from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store, child_commands, open_files
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarm import StoreNormalizer
@@ -359,7 +359,7 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
         else:
             server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": call[0], "arguments": call[1]}})
             deadline = time.monotonic() + 60
-            while not (flag.exists() and flag.read_text() if paused else _command_runs(server.proc.pid, "sleep")):
+            while not (flag.exists() and flag.read_text() if paused else _runs_sleep(server.proc.pid)):
                 assert server.proc.poll() is None and time.monotonic() < deadline, server.proc.stderr.read()
                 time.sleep(0.005)
         server.proc.send_signal(getattr(signal, signum))
@@ -376,18 +376,11 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     if during == "a write":
         assert op_count(sw.store) == before
     else:
-        assert not _command_runs(server.proc.pid, "sleep")
+        assert not _runs_sleep(server.proc.pid)
         status = sw.ok("--repo", str(sw.store), "workflow", "status", error["details"]["workflow"])
         assert [s["status"] for s in status["steps"]] == ["interrupted"], status
 
 
-def _command_runs(pid: int, program: str) -> bool:
-    """Whether a child of `pid` runs `program` (a workflow's command)."""
-    children = " ".join(Path(p).read_text() for p in Path(f"/proc/{pid}/task").glob("*/children")) if Path(f"/proc/{pid}").exists() else ""
-    for child in children.split():
-        try:
-            if Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0].endswith(program.encode()):
-                return True
-        except OSError:
-            pass
-    return False
+def _runs_sleep(pid: int) -> bool:
+    """Whether a child of `pid` runs `sleep` (the workflow's command)."""
+    return any(argv and argv[0].endswith("sleep") for argv in child_commands(pid))

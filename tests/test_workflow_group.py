@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from core_helpers import child_commands
 from wfkit import WAIT_S, Kit
 
 from swarmctl import pids
@@ -244,9 +245,7 @@ def test_no_process_of_a_finished_run_is_left(sw):
     kit = Kit(sw)
     ran, wf = kit.run('name = "w"\n[[step]]\nname = "a"\nrun = ["./mark.sh", "a"]\n')
     assert ran.exit == 0
-    me = os.getpid()
-    children = Path(f"/proc/{me}/task/{me}/children").read_text().split()
-    holders = [c for c in children if b"swarmctl-holder" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    holders = [argv for argv in child_commands(os.getpid()) if "swarmctl-holder" in argv]
     assert holders == []
 
 
