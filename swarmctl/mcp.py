@@ -261,13 +261,7 @@ async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncI
         async with to_server:
             async for line in lines:
                 if line is None:  # longer than SWARMCTL_MAX_INPUT_BYTES: read past, never held
-                    limit = limits.max_input_bytes()
-                    too_big = Unanswerable(
-                        types.INVALID_REQUEST,
-                        f"Invalid request: the line is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)",
-                        data={"code": "E_INVALID_ARG", "max_bytes": limit},
-                    )
-                    await to_client.send(unreadable("", too_big))
+                    await to_client.send(_too_big())
                     continue
                 if not line.strip():
                     continue
@@ -283,8 +277,12 @@ async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncI
             async with from_server:
                 async for session_message in from_server:
                     message = session_message.message
-                    await out.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
-                    await out.flush()
+                    try:
+                        await out.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+                        await out.flush()
+                    except BrokenPipeError:  # the client closed its end: nobody hears an answer now
+                        tg.cancel_scope.cancel()
+                        return
                     if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
                         unanswered.settle(message.id)
                         answered()
@@ -300,6 +298,16 @@ async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncI
             tg.cancel_scope.cancel()
     finally:
         restore()
+
+
+def _too_big() -> SessionMessage:
+    """The answer to a line longer than SWARMCTL_MAX_INPUT_BYTES."""
+    limit = limits.max_input_bytes()
+    return unreadable("", Unanswerable(
+        types.INVALID_REQUEST,
+        f"Invalid request: the line is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)",
+        data={"code": "E_INVALID_ARG", "max_bytes": limit},
+    ))
 
 
 class _Stdin:

@@ -384,3 +384,15 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
 def _runs_sleep(pid: int) -> bool:
     """Whether a child of `pid` runs `sleep` (the workflow's command)."""
     return any(argv and argv[0].endswith("sleep") for argv in child_commands(pid))
+
+
+def test_a_client_that_closes_its_end_of_stdout_ends_the_server_quietly(sw):
+    """The client stops reading (closes the server's stdout) but keeps stdin open: the server's
+    next answer meets a closed pipe, and it ends, exit 0, as at the end of input. It printed
+    a BrokenPipeError traceback and served on, waiting for the client's next line."""
+    build_golden_store(sw)
+    with RawServer(sw.store, AGENT) as server:
+        server.proc.stdout.close()
+        server.send(INITIALIZE)
+        status = server.proc.wait(timeout=60)
+        assert (status, server.proc.stderr.read()) == (0, "")
