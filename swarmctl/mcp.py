@@ -87,13 +87,13 @@ Dispatch = Callable[[Any, str, Any], Awaitable[dict[str, Any]]]
 
 def build_server(
     repo: str | None, actor: str | None, stores: OpenStores | None = None, dispatch: Dispatch | None = None,
-    calling: Callable[[], ContextManager[None]] = nullcontext,
+    calling: Callable[[Any], ContextManager[None]] = lambda request_id: nullcontext(),
 ) -> Server:
     """A server for the store at `repo` (None: discovered from the working directory per call),
     acting as `actor` (None: reads work, mutations get E_IDENTITY_REQUIRED), on the connections
     of `stores` (None: its own, for as long as the server lives). `dispatch` (the HTTP door's)
-    runs each call instead; it ends in `calls.call_tool` too. `calling()` is entered while a
-    tool runs (the stdio door's `Stop.calling`)."""
+    runs each call instead; it ends in `calls.call_tool` too. `calling(request_id)` is entered
+    while a tool runs (the stdio door's `Stop.calling`)."""
     tools = {t.name: t for t in registry.mcp_tools()}
     stores = stores if stores is not None else OpenStores()
     listing: list[dict[str, Any]] = []
@@ -112,9 +112,10 @@ def build_server(
             envelope = await dispatch(ctx.request, params.name, params.arguments)
             return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
+        request_id = ctx.request_id
         ctx = Context(repo=repo, actor=actor, stores=stores)
         try:
-            with calling():
+            with calling(request_id):
                 envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in the tool (stopping.Stop): it rolled back
             tool = tools.get(params.name)
@@ -241,14 +242,14 @@ async def bounded_lines(wire: Any, limit: int) -> AsyncIterator[str | None]:
 
 
 @asynccontextmanager
-async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_transport(answered: Callable[[Any], None] = lambda request_id: None) -> AsyncIterator[tuple[Any, Any]]:
     """The client's messages from stdin, ours to stdout, one JSON-RPC message a line.
 
     As the SDK's `stdio_server` does, the wire moves to private copies of fds 0 and 1 while
     serving: fd 0 reads /dev/null and fd 1 writes to stderr, so nothing a tool or a process it
     starts prints can break the protocol. Unlike it, at the end of input every request already
     read is answered before the server is told: `printf '...' | swarmctl mcp` gets its answers,
-    and a change that was made is never left unreported. `answered()` follows each answer."""
+    and a change that was made is never left unreported. `answered(id)` follows each answer."""
     wire_in, wire_out, restore = _claim_stdio()
     lines = bounded_lines(_Stdin(wire_in), limits.max_input_bytes())
     out = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
@@ -285,7 +286,7 @@ async def stdio_transport(answered: Callable[[], None] = lambda: None) -> AsyncI
                         return
                     if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
                         unanswered.settle(message.id)
-                        answered()
+                        answered(message.id)
         finally:
             written.set()
 

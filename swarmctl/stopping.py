@@ -28,14 +28,15 @@ class Stop:
     def __init__(self) -> None:
         self.came: int | None = None
         self._calling = False
-        self._after_answer = False
+        self._answer_then_stop: Any = None  # the id of the call that was stopped, until it is answered
         self._serving: anyio.CancelScope | None = None
         self._cancel: Callable[[], None] | None = None
 
     @contextmanager
-    def calling(self) -> Iterator[None]:
-        """While a tool runs. An interrupt that stops it (raised by `on_signals`, or by the
-        tool's own SIGTERM handler: a workflow's command) stops the server once it is answered."""
+    def calling(self, request_id: Any) -> Iterator[None]:
+        """While the tool of request `request_id` runs. An interrupt that stops it (raised by
+        `on_signals`, or by the tool's own SIGTERM handler: a workflow's command) stops the
+        server once that request is answered."""
         import signal
 
         self._calling = True
@@ -43,7 +44,7 @@ class Stop:
             yield
         except KeyboardInterrupt as exc:
             self.came = self.came or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
-            self._after_answer = True
+            self._answer_then_stop = request_id
             raise
         finally:
             self._calling = False
@@ -58,9 +59,11 @@ class Stop:
 
         self._serving, self._cancel = serving, cancel
 
-    def answered(self) -> None:
-        """An answer was written: if it was the interrupted call's, the server stops now."""
-        if self._after_answer and self._serving is not None:
+    def answered(self, request_id: Any) -> None:
+        """The answer to `request_id` was written: if it was the stopped call's, the server
+        stops now. (Not at any answer: one written before may only now be done, the loop having
+        waited for the stopped tool.)"""
+        if self._answer_then_stop is not None and request_id == self._answer_then_stop and self._serving is not None:
             self._serving.cancel()
 
     @contextmanager
