@@ -83,7 +83,7 @@ def lease_until(at: str, seconds: float | None = None) -> str:
     """The end of a lease renewed at `at` (a time in the store's format), `seconds` (default:
     `lease_s()`) after it."""
     try:
-        if not _AT.match(at):
+        if not _AT.fullmatch(at):
             raise ValueError(at)
         start = datetime.fromisoformat(at[:-1]).replace(tzinfo=timezone.utc)  # strptime costs 10 times more
         return names.format_time(start + timedelta(seconds=lease_s() if seconds is None else seconds))

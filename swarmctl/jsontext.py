@@ -48,9 +48,22 @@ def parse_arguments(text: str, what: str = "the arguments") -> Any:
             details={"fields": exc.names},
             hint="Name each field once.",
         ) from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         said = "arguments are" if what == "the arguments" else f"{what} is"
-        raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}", details={"position": exc.pos}) from None
+        if isinstance(exc, json.JSONDecodeError):
+            raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}", details={"position": exc.pos}) from None
+        raise SwarmError("E_INVALID_ARG", f"{said} unreadable: {not_read(exc, 'them' if what == 'the arguments' else 'it')}") from None
+
+
+def not_read(exc: ValueError, text: str) -> str:
+    """Why json.loads refused `text` (what to call it): not JSON, or (the one other ValueError
+    it raises) a whole number of more digits than Python converts (sys.get_int_max_str_digits,
+    4300 by default: CPython's guard against a conversion that takes quadratic time)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{text} is not JSON"
+    import sys
+
+    return f"a number in {text} has more than {sys.get_int_max_str_digits()} digits"
 
 
 # --- a JSON-RPC message, read with every pair kept ----------------------------------------

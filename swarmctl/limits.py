@@ -2,7 +2,8 @@
 
 Every input is held to them before it is parsed: a `--file`, stdin, a workflow's TOML file, a
 JSON argument, an MCP line. Past a bound it is E_INVALID_ARG, found in bounded memory and
-time: a stream is read to at most the bound plus one byte, never to its end.
+time: a stream is read to at most the bound plus one byte, never to its end. TOML (a workflow,
+a policy) is read by `read_toml`, held to the same depth.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from typing import Any, BinaryIO, Iterator
 
 from swarmctl.envelope import SwarmError
+from swarmctl.names import whole_number
 
 DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -21,11 +23,8 @@ def _setting(name: str, default: int) -> int:
     text = os.environ.get(name)
     if text is None or not text.strip():
         return default
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if value < 1:
+    value = whole_number(text)
+    if value is None or value < 1:
         raise SwarmError(
             "E_INVALID_ARG",
             f"{name}={text!r} is not a positive whole number",
@@ -41,10 +40,8 @@ def seconds(name: str, default: float, low: float, high: float, span: str | None
     raw = os.environ.get(name)
     if raw is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
+    # ASCII digits and a point: float() would take `５`, `1_0`, `1e3`, `nan`
+    value = float(raw) if re.fullmatch(r"\s*([0-9]+\.?[0-9]*|\.[0-9]+)\s*", raw) else -1.0
     if not low <= value <= high:
         raise SwarmError(
             "E_INVALID_ARG",
@@ -60,6 +57,36 @@ def max_json_depth() -> int:
 
 def max_input_bytes() -> int:
     return _setting("SWARMCTL_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
+
+
+class Unreadable(ValueError):
+    """Why text could not be read (`read_toml`): the message says it, `details` add to it."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def read_toml(text: str, what: str) -> dict[str, Any]:
+    """`text` read as TOML, nested no deeper than SWARMCTL_MAX_JSON_DEPTH. Unreadable, saying
+    why (`what` names the text), when it is not TOML, nests deeper, or holds a whole number of
+    more digits than Python converts (tomllib raises a bare ValueError for that one)."""
+    import sys
+    import tomllib
+
+    depth = max_json_depth()
+    deeper = f"{what} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise Unreadable(f"{what} is not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise Unreadable(deeper, max_depth=depth) from None
+    except ValueError:
+        raise Unreadable(f"{what} holds a number of more than {sys.get_int_max_str_digits()} digits") from None
+    if depth_of(data, depth) > depth:
+        raise Unreadable(deeper, max_depth=depth)
+    return data
 
 
 def too_big(what: str, limit: int) -> SwarmError:

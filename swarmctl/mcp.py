@@ -188,8 +188,10 @@ def read_frame(line: str) -> SessionMessage | Exception:
         )
     try:
         pairs = jsontext.read_pairs(line)
-    except (ValueError, RecursionError):
+    except RecursionError:
         return Unanswerable(types.PARSE_ERROR, "Parse error: the line is not JSON")
+    except ValueError as exc:
+        return Unanswerable(types.PARSE_ERROR, f"Parse error: {jsontext.not_read(exc, 'the line')}")
     if isinstance(pairs, jsontext.Pairs):
         request_id = pairs.get("id") if sum(1 for k, _ in pairs if k == "id") == 1 else None
         if not _valid_id(request_id):
@@ -223,8 +225,10 @@ def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=problem.request_id, error=error))
     try:
         json.loads(line)
-    except (ValueError, RecursionError):
+    except RecursionError:
         error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
+    except ValueError as exc:
+        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {jsontext.not_read(exc, 'the line')}")
     else:
         error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message")
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))

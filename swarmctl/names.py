@@ -3,6 +3,9 @@
 The patterns are kept as text and matched through `re`'s own cache, so each is compiled the
 first time a command uses it: a command that checks no actor or duration never compiles one
 (compiling a pattern costs about as much as defining a dataclass; bench/core.py, start-up).
+Each is matched whole (`re.fullmatch`): `$` alone also matches before a final newline, and
+would take `agent/x\n` for an actor. (The `^`/`$` stay in the text for the JSON Schemas,
+whose patterns are ECMAScript's, where `$` is the end.)
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ ACTOR_PATTERN = r"^[a-z][a-z0-9-]{0,31}/[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
 
 def is_actor(text: str) -> bool:
     """Whether `text` is well-formed as kind/name."""
-    return re.match(ACTOR_PATTERN, text) is not None
+    return re.fullmatch(ACTOR_PATTERN, text) is not None
 
 
 def check_actor(actor: str) -> str:
@@ -124,7 +127,7 @@ _HEX_PATTERN = r"^[0-9a-f]+$"
 
 
 def is_hex(text: str) -> bool:
-    return re.match(_HEX_PATTERN, text) is not None
+    return re.fullmatch(_HEX_PATTERN, text) is not None
 
 
 def short_id(changeset_id: str | None) -> str:
@@ -168,13 +171,49 @@ _EARLIEST = "0001-01-01T00:00:00.000Z"
 _LATEST = "9999-12-31T23:59:59.999Z"
 
 
-_DURATION_PATTERN = r"^(\d{1,9})([smhd])$"
+_DURATION_PATTERN = r"^([0-9]+)([smhd])$"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# More seconds than there are between year 1 and year 9999: any duration above is as long.
+_LONGEST_S = 10**12
 
 
-def duration_match(text: str) -> re.Match[str] | None:
-    """`text` read as a duration (`90s`, `15m`, `2h`, `7d`): its amount and unit, as groups 1 and 2."""
-    return re.match(_DURATION_PATTERN, text.strip())
+def duration_seconds(text: str) -> int | None:
+    """`text` read as a duration (`90s`, `15m`, `2h`, `7d`): how many seconds, or None when it
+    is not one. One too long for any calendar reads as `_LONGEST_S`, which no time can be
+    moved by (OverflowError): never an error of its own, and never a conversion of a number
+    thousands of digits long."""
+    duration = re.fullmatch(_DURATION_PATTERN, text.strip())
+    if duration is None:
+        return None
+    digits = duration.group(1).lstrip("0") or "0"
+    if len(digits) > len(str(_LONGEST_S)):
+        return _LONGEST_S
+    return min(int(digits) * _UNIT_SECONDS[duration.group(2)], _LONGEST_S)
+
+
+# --- numbers: as git and kubectl read them (strtol, strconv.Atoi) -------------------------
+# Python's int() takes more: other scripts' digits (`５`, `٣`) and `1_000`. It also reads at
+# most sys.get_int_max_str_digits() digits (4300 by default), CPython's guard against a
+# conversion that takes quadratic time, and raises ValueError past that.
+
+_WHOLE_PATTERN = r"^[+-]?[0-9]+$"
+
+
+def whole_number(text: str) -> int | None:
+    """`text` (space around it aside) as a whole number of ASCII digits, maybe signed; None
+    when it is not one, or has more digits than Python converts (`too_long_number`)."""
+    text = text.strip()
+    if re.fullmatch(_WHOLE_PATTERN, text) is None or too_long_number(text):
+        return None
+    return int(text)
+
+
+def too_long_number(text: str) -> bool:
+    """Whether `text`, a whole number's digits, has more of them than Python converts."""
+    import sys
+
+    limit = sys.get_int_max_str_digits()
+    return limit > 0 and len(text.lstrip("+-")) > limit
 
 
 def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
@@ -182,11 +221,10 @@ def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
     `2h`, `7d`: that long before now), in the store's own format, for comparisons. Below a
     millisecond it is cut, or with `round_up` rounded up: a lower bound ("at or after") then
     never takes in an op from before it."""
-    if duration := duration_match(text):
-        amount, unit = int(duration.group(1)), duration.group(2)
+    if (seconds := duration_seconds(text)) is not None:
         moment = datetime.fromisoformat(now().replace("Z", "+00:00"))
         try:
-            return format_time(moment - timedelta(seconds=amount * _UNIT_SECONDS[unit]))
+            return format_time(moment - timedelta(seconds=seconds))
         except OverflowError:
             return _EARLIEST
     try:

@@ -92,12 +92,12 @@ class Refusal:
 
 def parse(text: str, version: int = 0) -> Policy:
     """The policy in `text` (TOML): E_INVALID_ARG naming the key for anything it cannot be."""
-    import tomllib  # here: a store without a policy never parses one (`op log` stays fast)
+    from swarmctl import limits  # here: a store without a policy never parses one, nor imports tomllib
 
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _invalid(f"the policy is not valid TOML: {exc}", None) from None
+        data = limits.read_toml(text, "the policy")
+    except limits.Unreadable as exc:
+        raise _invalid(str(exc), None) from None
     _known(data, "")
     protect = data.get("protect", [])
     if not isinstance(protect, list) or not all(isinstance(p, dict) for p in protect):

@@ -118,7 +118,7 @@ def variants(cli: tuple[str, ...], path: tuple[str, ...]) -> list[list[str]]:
         ["--quiet=yes", *rest],
     ]
     for i, word in enumerate(own):
-        for other in ("0", "-1", "@", " 6", "\u0666", "1_0", "", "x", "--x", "-"):
+        for other in ("0", "-1", "@", " 6", "\u0666", "\uff16", "1_0", "9" * 5000, "", "x", "--x", "-"):
             found.append([*path, *own[:i], other, *own[i + 1 :]])
         if word.startswith("--") and i + 1 < len(own) and not own[i + 1].startswith("-"):
             found.append([*path, *own[:i], f"{word}={own[i + 1]}", *own[i + 2 :]])

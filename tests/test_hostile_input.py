@@ -16,6 +16,8 @@ from swarm import swarmctl_argv
 from swarmctl import limits
 
 DEEP = "[" * 100_000 + "]" * 100_000
+# More digits than Python converts (sys.get_int_max_str_digits, 4300): int() raises ValueError.
+LONG = "9" * 5000
 
 
 def nested(depth: int) -> str:
@@ -69,6 +71,75 @@ def test_an_invalid_bound_is_a_clear_error(sw):
     assert ran.exit == 2 and ran.error["details"]["variable"] == "SWARMCTL_MAX_JSON_DEPTH"
 
 
+def test_a_number_longer_than_python_converts_is_an_envelope_at_every_door(sw):
+    """A whole number of more digits than Python converts (4300) was a traceback at the CLI
+    (`op show`, `-n`) and at `call`, and E_INTERNAL in a workflow or policy file: now each is
+    E_INVALID_ARG that says so, and nothing is written. (MCP and `call --lines`: above.)"""
+    build_golden_store(sw)
+    before = op_count(sw.store)
+    repo = ("--repo", str(sw.store), "--as", ALICE)
+    for args in (["op", "show", LONG], ["op", "log", "-n", LONG], ["op", "log", "--before", LONG],
+                 ["tx", "config", "--max-revisions", LONG]):
+        ran = sw.process(*repo, *args)
+        assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", (args[:2], ran.stdout[:300], ran.stderr[-300:])
+        assert "'99999999999999999999'… has 5000 digits: a number may have at most 4300" in ran.error["message"]
+    ran = sw.process(*repo, "call", "op_show", '{"op": %s}' % LONG)
+    assert ran.exit == 2 and ran.error["message"] == "arguments are unreadable: a number in them has more than 4300 digits"
+    (sw.tmp / "flow.toml").write_text(f'name = "w"\n[[step]]\nname = "a"\nrun = ["true"]\ntimeout_s = {LONG}\n')
+    (sw.tmp / "policy.toml").write_text(f"admins = [{LONG}]\n")
+    (sw.tmp / "deep.toml").write_text("admins = " + DEEP + "\n")
+    for args, message in (
+        (["workflow", "run", str(sw.tmp / "flow.toml")], f"{sw.tmp / 'flow.toml'} holds a number of more than 4300 digits"),
+        (["policy", "set", str(sw.tmp / "policy.toml")], "the policy holds a number of more than 4300 digits"),
+        (["policy", "set", str(sw.tmp / "deep.toml")], "the policy nests deeper than 64 levels (SWARMCTL_MAX_JSON_DEPTH)"),
+    ):
+        ran = sw(*repo, *args)
+        assert (ran.exit, ran.error["code"], ran.error["message"]) == (2, "E_INVALID_ARG", message), ran.stdout[:500]
+    assert op_count(sw.store) == before
+
+
+def test_numbers_are_ascii_digits_as_git_reads_them(sw):
+    """Python's int() also reads other scripts' digits (`５`, `٣`) and `1_000`: `tx config
+    --max-revisions ５` set 5. A number on the command line or in a SWARMCTL_* setting is ASCII
+    digits, as git and kubectl read one; a duration too (`--since ٣d` read three days)."""
+    build_golden_store(sw)
+    before = op_count(sw.store)
+    repo = ("--repo", str(sw.store), "--as", ALICE)
+    for args in (["tx", "config", "--max-revisions", "\uff15"], ["op", "show", "\u0663"], ["op", "log", "-n", "\u0662"],
+                 ["op", "log", "--before", "1_000"], ["op", "log", "--since", "\u0663d"], ["op", "undo", "\u00b3"]):
+        ran = sw(*repo, *args)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), (args, ran.stdout[:300])
+    for name, value in (("SWARMCTL_LOCK_TIMEOUT", "\uff15"), ("SWARMCTL_LOCK_TIMEOUT", "1_0"), ("SWARMCTL_LOCK_TIMEOUT", "nan"),
+                        ("SWARMCTL_MAX_JSON_DEPTH", "\uff16\uff14")):
+        ran = sw(*repo, "call", "ref_set", '{"name": "x", "target": "main"}', env={name: value})
+        assert (ran.exit, ran.error["details"]) == (2, {"variable": name, "value": value})
+    assert op_count(sw.store) == before
+    assert sw.ok(*repo, "op", "log", "--before", " 3 ", "-n", "+1")["ops"][0]["op"] == 2  # space around, a sign: as before
+    # A duration longer than any calendar is before every op (it was "not a duration" past 9 digits).
+    assert len(sw.ok(*repo, "op", "log", "--since", "99999999999d")["ops"]) == before
+    ran = sw(*repo, "token", "create", "agent/x", "--expires", "99999999999d")
+    assert (ran.exit, ran.error["message"]) == (2, "--expires 99999999999d: too far ahead")
+
+
+def test_a_name_that_ends_in_a_newline_is_no_name(sw):
+    """`$` also matches before a final newline: `--as 'agent/evil\\n'` wrote ops under that
+    actor, and a workflow step could be named `a\\n`. Each pattern is now matched whole."""
+    build_golden_store(sw)
+    before = op_count(sw.store)
+    ran = sw("--repo", str(sw.store), "--as", "agent/evil\n", "ref", "set", "evil", "main", "--create")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and "invalid actor" in ran.error["message"]
+    ran = sw("--repo", str(sw.store), "ref", "set", "evil", "main", "--create", env={"SWARMCTL_AS": "agent/evil\n"})
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    ran = sw(*as_(sw, ALICE), "token", "create", "agent/evil\n")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    (sw.tmp / "flow.toml").write_text('name = "w"\n[[step]]\nname = "a\\n"\nrun = ["true"]\n')
+    (sw.tmp / "env.toml").write_text('name = "w"\n[[step]]\nname = "a"\nrun = ["true"]\nenv = { "X\\n" = "1" }\n')
+    for flow, key in (("flow.toml", "name"), ("env.toml", "env.X\n")):
+        ran = sw(*as_(sw, ALICE), "workflow", "run", str(sw.tmp / flow))
+        assert (ran.exit, ran.error["code"], ran.error["details"].get("key")) == (2, "E_INVALID_ARG", key), ran.stdout[:400]
+    assert op_count(sw.store) == before
+
+
 def _call(request_id, name, arguments, **params):
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments, **params}}
 
@@ -99,6 +170,10 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
         too_big = server.receive()
         server.send("{not json")
         not_json = server.receive()
+        server.send('{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"op_show","arguments":{"op":%s}}}' % LONG)
+        long_argument = server.receive()
+        server.send('{"jsonrpc":"2.0","id":%s,"method":"ping"}' % LONG)
+        long_id = server.receive()
         server.send(_call(7, "op_show", {"op": 6}))
         after = server.receive()
         code, _, err = server.close()
@@ -111,7 +186,10 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
     assert null_id["id"] is None and null_id["error"]["code"] == -32600
     assert object_id["id"] is None and object_id["error"]["code"] == -32600
     assert too_big["id"] is None and too_big["error"]["code"] == -32600 and too_big["error"]["data"]["max_bytes"] == 100000
-    assert not_json["error"]["code"] == -32700
+    assert not_json["error"] == {"code": -32700, "message": "Parse error: the line is not JSON"}
+    for answer in (long_argument, long_id):  # as the SDK's own reader refuses it ("number out of range")
+        assert answer["id"] is None
+        assert answer["error"] == {"code": -32700, "message": "Parse error: a number in the line has more than 4300 digits"}
     assert after["id"] == 7 and after["result"]["structuredContent"]["result"]["op"] == 6
     assert code == 0 and "Traceback" not in err
     assert (op_count(sw.store), refs(sw.store)) == before
@@ -121,10 +199,13 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
 def test_call_lines_holds_each_line_to_the_bound_and_goes_on(sw):
     build_golden_store(sw)
     text = json.dumps({"tool": "ref_list", "arguments": {"prefix": "x" * 2000}}) + "\n"
-    text += "[" * 100 + "\n" + json.dumps({"tool": "op_show", "arguments": {"op": 6}, "id": 1}) + "\n"
-    ran = sw.process("--repo", str(sw.store), "call", "--lines", input=text, env={"SWARMCTL_MAX_INPUT_BYTES": "1000"})
-    too_big, too_deep, shown = [json.loads(line) for line in ran.stdout.splitlines()]
+    text += "[" * 100 + "\n" + '{"tool": "op_show", "arguments": {"op": %s}}\n' % LONG[:900]
+    text += json.dumps({"tool": "op_show", "arguments": {"op": 6}, "id": 1}) + "\n"
+    env = {"SWARMCTL_MAX_INPUT_BYTES": "1000"}
+    ran = sw.process("--repo", str(sw.store), "call", "--lines", input=text, env={**env, "PYTHONINTMAXSTRDIGITS": "800"})
+    too_big, too_deep, too_long, shown = [json.loads(line) for line in ran.stdout.splitlines()]
     assert too_big["error"]["details"] == {"input": "a line of stdin", "max_bytes": 1000}
     assert too_deep["error"]["code"] == "E_INVALID_ARG" and too_deep["error"]["details"]["max_depth"] == 64
+    assert too_long["error"]["message"] == "the line is unreadable: a number in it has more than 800 digits"
     assert shown["ok"] and shown["result"]["op"] == 6
     assert ran.exit == 2 and "Traceback" not in ran.stderr

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import typing
 from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import typer
-from typer._click.types import IntParamType, IntRange
+from typer._click.types import IntRange
 from typer._types import TyperChoice
 
+from swarmctl import names
 from swarmctl.cli.options import GLOBAL_OPTIONS, LATE
 from swarmctl.spec import MAX_INT, Range, cli_of, is_op_spec, long_flag, unoptional
 
@@ -34,10 +36,15 @@ class Words(TyperChoice):
 
 
 class Bounded(IntRange):
-    """A whole number; its bounds are shown in the help (`[1<=x<=1000]`), not enforced here."""
+    """A whole number, as `parse_int` reads one; its bounds are shown in the help
+    (`[1<=x<=1000]`), not enforced here."""
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        return IntParamType.convert(self, value, param, ctx)  # a whole number, as IntRange reads it; no range check
+        if isinstance(value, int):
+            return value
+        if (number := names.whole_number(value)) is not None:
+            return number
+        self.fail(_not_a_number(value, f"a valid {self.name}."), param, ctx)  # as Click's IntRange says it
 
 
 def parse_op_spec(text: str) -> int | str:
@@ -45,16 +52,24 @@ def parse_op_spec(text: str) -> int | str:
     text = text.strip()
     if text == "@":
         return "@"
-    if not text.isdigit():
-        raise typer.BadParameter(f"{text!r} is not an op number (a whole number from 1) or @")
+    if not (text.isascii() and text.isdigit()) or names.too_long_number(text):
+        raise typer.BadParameter(_not_a_number(text, "an op number (a whole number from 1) or @"))
     return int(text)
 
 
 def parse_int(text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a whole number") from None
+    """A whole number as git reads one: ASCII digits, maybe a sign (`names.whole_number`)."""
+    value = names.whole_number(text)
+    if value is None:
+        raise typer.BadParameter(_not_a_number(text, "a whole number"))
+    return value
+
+
+def _not_a_number(text: str, wanted: str) -> str:
+    text = text.strip()
+    if names.too_long_number(text) and text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
+        return f"{text[:20]!r}… has {len(text.lstrip('+-'))} digits: a number may have at most {sys.get_int_max_str_digits()}"
+    return f"{text!r} is not {wanted}" if len(text) <= 40 else f"{text[:20]!r}… ({len(text)} characters) is not {wanted}"
 
 
 def _completer(source: str) -> typing.Callable[..., Any]:

@@ -85,7 +85,7 @@ def head_problems(conn: Conn) -> list[Problem]:
     problems = []
     if kind not in OP_KINDS:
         problems.append(Problem("head_op", f"the newest op, {op}, has an unknown kind {kind!r}", op))
-    if not isinstance(at, str) or not _TIME.match(at):
+    if not isinstance(at, str) or not _TIME.fullmatch(at):
         problems.append(Problem("head_op", f"the newest op, {op}, has no valid time ({at!r})", op))
     if _has_chain(conn):
         from swarmctl.store import chain
@@ -182,7 +182,7 @@ def _ops_ordered(conn: Conn) -> list[Problem]:
     for op, undoes, kind, at in conn.execute("SELECT op, undoes, kind, at FROM ops ORDER BY op"):
         if undoes is not None and not 1 <= undoes < op:
             problems.append(Problem("undoes_earlier_op", f"op {op} undoes op {undoes}, which is not earlier", op))
-        if not isinstance(at, str) or not _TIME.match(at):
+        if not isinstance(at, str) or not _TIME.fullmatch(at):
             problems.append(Problem("op_time", f"op {op} has no valid time ({at!r})", op))
     return problems
 

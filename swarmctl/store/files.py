@@ -13,24 +13,9 @@ DEFAULT_LOCK_TIMEOUT_S = 10.0
 
 
 def lock_timeout() -> float:
-    raw = os.environ.get("SWARMCTL_LOCK_TIMEOUT")
-    if raw is None:
-        return DEFAULT_LOCK_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"SWARMCTL_LOCK_TIMEOUT={raw!r} is not a number of seconds",
-            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
-        ) from None
-    if not 0 <= value <= 3600:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            "SWARMCTL_LOCK_TIMEOUT must be between 0 and 3600 seconds",
-            details={"variable": "SWARMCTL_LOCK_TIMEOUT", "value": raw},
-        )
-    return value
+    from swarmctl import limits
+
+    return limits.seconds("SWARMCTL_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S, 0, 3600)
 
 
 def resolve(path: Path) -> Path:

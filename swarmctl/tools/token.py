@@ -73,12 +73,11 @@ class TokenRevokeReq:
 
 def _expiry(text: str, at: str) -> str:
     """When a token made at `at` (the op's time) expires."""
-    duration = names.duration_match(text)
-    if duration:
-        amount, unit = int(duration.group(1)), duration.group(2)
+    seconds = names.duration_seconds(text)
+    if seconds is not None:
         moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
         try:
-            return names.format_time(moment + timedelta(seconds=amount * names._UNIT_SECONDS[unit]))
+            return names.format_time(moment + timedelta(seconds=seconds))
         except OverflowError:
             pass
         raise SwarmError("E_INVALID_ARG", f"--expires {text}: too far ahead", details={"field": "expires", "value": text})

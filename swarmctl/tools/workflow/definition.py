@@ -76,8 +76,6 @@ def invalid(message: str, *, step: str | int | None = None, key: str | None = No
 
 def load(path: Path) -> dict[str, Any]:
     """The checked definition in `path` (a TOML file), as plain values."""
-    import tomllib
-
     try:
         # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `workflow run /dev/zero` is refused, not read
         text = limits.read_file(path, f"workflow file {path}").decode("utf-8")
@@ -85,15 +83,10 @@ def load(path: Path) -> dict[str, Any]:
         raise invalid(f"no workflow file {path}", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise invalid(f"cannot read workflow file {path}: {exc}", file=str(path)) from None
-    depth = limits.max_json_depth()
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise invalid(f"{path} is not valid TOML: {exc}", file=str(path)) from None
-    except RecursionError:  # arrays or tables nested thousands deep
-        raise invalid(f"{path} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)", file=str(path), max_depth=depth) from None
-    if limits.depth_of(data, depth) > depth:
-        raise invalid(f"{path} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)", file=str(path), max_depth=depth)
+        data = limits.read_toml(text, str(path))
+    except limits.Unreadable as exc:
+        raise invalid(str(exc), file=str(path), **exc.details) from None
     try:
         return check(data)
     except SwarmError as exc:
@@ -135,7 +128,7 @@ def check_step(raw: Any, position: int) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise invalid(f"step {position} is not a table", step=position)
     name = raw.get("name")
-    if not isinstance(name, str) or not STEP_NAME.match(name):
+    if not isinstance(name, str) or not STEP_NAME.fullmatch(name):
         raise invalid(
             f"step {position} needs a `name` of 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
             step=position,
@@ -230,7 +223,7 @@ def _env(value: Any, step: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise invalid(f"step {step}: `env` must be a table of NAME = \"value\"", step=step, key="env")
     for k, v in value.items():
-        if not ENV_NAME.match(k):
+        if not ENV_NAME.fullmatch(k):
             raise invalid(f"step {step}: `env.{k}` is not a valid environment variable name", step=step, key=f"env.{k}")
         if not isinstance(v, str):
             raise invalid(f"step {step}: `env.{k}` must be a string", step=step, key=f"env.{k}")
