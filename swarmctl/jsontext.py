@@ -32,13 +32,33 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+class NotJson(ValueError):
+    """What json.loads takes that RFC 8259 does not: NaN, Infinity, -Infinity, and a number
+    beyond a float's range (which it reads as infinity). Echoed back (`call --lines`' `id`,
+    an error's details), it would make the envelope itself no JSON."""
+
+
+def _constant(name: str) -> Any:
+    raise NotJson(f"{name} is not a JSON value")
+
+
+def _real(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise NotJson(f"{text if len(text) <= 24 else text[:20] + '…'} is beyond what a JSON number may be here (a float's range)")
+    return value
+
+
+STRICT = {"parse_constant": _constant, "parse_float": _real}  # json.loads' hooks: only what RFC 8259 says is JSON
+
+
 def parse_arguments(text: str, what: str = "the arguments") -> Any:
     """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
     is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
     limits.check_size(text, what)
     limits.check_json_depth(text, what)
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates, **STRICT)
     except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
         raise limits.too_deep(what, limits.max_json_depth()) from None
     except DuplicateField as exc:
@@ -52,15 +72,20 @@ def parse_arguments(text: str, what: str = "the arguments") -> Any:
         said = "arguments are" if what == "the arguments" else f"{what} is"
         if isinstance(exc, json.JSONDecodeError):
             raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}", details={"position": exc.pos}) from None
+        if isinstance(exc, NotJson):
+            raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}") from None
         raise SwarmError("E_INVALID_ARG", f"{said} unreadable: {not_read(exc, 'them' if what == 'the arguments' else 'it')}") from None
 
 
 def not_read(exc: ValueError, text: str) -> str:
-    """Why json.loads refused `text` (what to call it): not JSON, or (the one other ValueError
-    it raises) a whole number of more digits than Python converts (sys.get_int_max_str_digits,
-    4300 by default: CPython's guard against a conversion that takes quadratic time)."""
+    """Why json.loads (with `STRICT`) refused `text` (what to call it): not JSON, or (the one
+    other ValueError it raises) a whole number of more digits than Python converts
+    (sys.get_int_max_str_digits, 4300 by default: CPython's guard against a conversion that
+    takes quadratic time)."""
     if isinstance(exc, json.JSONDecodeError):
         return f"{text} is not JSON"
+    if isinstance(exc, NotJson):
+        return f"{text} is not JSON: {exc}"
     import sys
 
     return f"a number in {text} has more than {sys.get_int_max_str_digits()} digits"
@@ -78,7 +103,7 @@ class Pairs(list):
 
 def read_pairs(text: str) -> Any:
     """JSON text with each object as `Pairs`; ValueError (or RecursionError) if it is not JSON."""
-    return json.loads(text, object_pairs_hook=Pairs)
+    return json.loads(text, object_pairs_hook=Pairs, **STRICT)
 
 
 def call_arguments(message: Any) -> Any:

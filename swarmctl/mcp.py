@@ -224,7 +224,7 @@ def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:
         error = types.ErrorData(code=problem.code, message=problem.message, **extra)
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=problem.request_id, error=error))
     try:
-        json.loads(line)
+        json.loads(line, **jsontext.STRICT)
     except RecursionError:
         error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
     except ValueError as exc:

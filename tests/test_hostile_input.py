@@ -9,6 +9,8 @@ outside a tool's arguments included) and serves on; it never runs a call whose `
 import json
 import subprocess
 
+import pytest
+
 from core_helpers import AGENT, ALICE, as_, build_golden_store, op_count, problems, refs
 from mcp_client import RawServer
 from swarm import swarmctl_argv
@@ -98,6 +100,24 @@ def test_a_number_longer_than_python_converts_is_an_envelope_at_every_door(sw):
     assert op_count(sw.store) == before
 
 
+def test_what_python_reads_as_json_and_rfc_8259_does_not_is_refused(sw):
+    """json.loads takes NaN, Infinity and 1e400 (read as infinity); `call --lines` echoed such
+    an `id` into `meta.id`, and the envelope was no longer JSON (`json.loads(..., parse_constant=
+    ...)`, JavaScript's JSON.parse and Go refuse it). Each door now refuses the line."""
+    build_golden_store(sw)
+    lines = "".join('{"tool": "op_show", "arguments": {"op": 1}, "id": %s}\n' % v for v in ("NaN", "-Infinity", "1e400", "1.5"))
+    ran = sw.process("--repo", str(sw.store), "call", "--lines", input=lines)
+    envelopes = [json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}")) for line in ran.stdout.splitlines()]
+    assert [e["error"]["message"] for e in envelopes[:3]] == [
+        "the line is not valid JSON: NaN is not a JSON value",
+        "the line is not valid JSON: -Infinity is not a JSON value",
+        "the line is not valid JSON: 1e400 is beyond what a JSON number may be here (a float's range)",
+    ]
+    assert envelopes[3]["ok"] and envelopes[3]["meta"]["id"] == 1.5 and ran.exit == 2
+    ran = sw("--repo", str(sw.store), "call", "op_log", '{"limit": NaN}')
+    assert (ran.exit, ran.error["message"]) == (2, "arguments are not valid JSON: NaN is not a JSON value")
+
+
 def test_numbers_are_ascii_digits_as_git_reads_them(sw):
     """Python's int() also reads other scripts' digits (`５`, `٣`) and `1_000`: `tx config
     --max-revisions ５` set 5. A number on the command line or in a SWARMCTL_* setting is ASCII
@@ -174,6 +194,8 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
         long_argument = server.receive()
         server.send('{"jsonrpc":"2.0","id":%s,"method":"ping"}' % LONG)
         long_id = server.receive()
+        server.send('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"op_log","arguments":{"limit":NaN}}}')
+        nan = server.receive()
         server.send(_call(7, "op_show", {"op": 6}))
         after = server.receive()
         code, _, err = server.close()
@@ -190,6 +212,8 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
     for answer in (long_argument, long_id):  # as the SDK's own reader refuses it ("number out of range")
         assert answer["id"] is None
         assert answer["error"] == {"code": -32700, "message": "Parse error: a number in the line has more than 4300 digits"}
+    assert nan == {"jsonrpc": "2.0", "id": None,
+                   "error": {"code": -32700, "message": "Parse error: the line is not JSON: NaN is not a JSON value"}}
     assert after["id"] == 7 and after["result"]["structuredContent"]["result"]["op"] == 6
     assert code == 0 and "Traceback" not in err
     assert (op_count(sw.store), refs(sw.store)) == before
