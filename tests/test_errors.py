@@ -157,6 +157,14 @@ def test_store_discovery_and_repo_variable(sw, golden):
     assert sw.transcript(found, from_env, relative_env, flag_wins) == golden
 
 
+def test_repo_naming_the_database_file_says_to_name_its_directory(sw):
+    build_golden_store(sw)
+    ran = sw("--repo", str(sw.store / "swarmops.db"), "op", "log")
+    assert (ran.exit, ran.error["code"]) == (5, "E_NOT_A_REPO")
+    assert ran.error["hint"] == f"That is a store's database file: --repo takes the store's directory, {sw.store}."
+    assert sw("--repo", str(sw.tmp / "swarmops.db"), "op", "log").error["hint"].startswith("Create one with")  # none there
+
+
 def test_no_store(sw, golden):
     (sw.tmp / "plain").mkdir()
     (sw.tmp / "plain" / "file.txt").write_text("not a store\n")

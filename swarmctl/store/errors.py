@@ -201,6 +201,7 @@ class NoStore(SwarmError):
     def __init__(self, path: Path, *, discovered: bool = False) -> None:
         where = f"in {path} or any parent directory" if discovered else f"at {path}"
         super().__init__("E_NOT_A_REPO", f"no swarmops store {where}", details={"path": str(path)})
+        self.path = path
 
 
 class NoDatabase(SwarmError):

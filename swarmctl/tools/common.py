@@ -10,6 +10,7 @@ from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Call, Cli, Range, arg, result_type
 from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
+from swarmctl.store.schema import DB_FILE
 
 OpNumber = Annotated[int, Range(1)]
 # An op as a user names it: its number, or "@" for the newest op by the calling actor.
@@ -139,8 +140,16 @@ def _no_database(error: NoDatabase) -> str:
     )
 
 
+def _no_store(error: NoStore) -> str:
+    if error.path.name == DB_FILE and error.path.is_file():  # `--repo store/swarmops.db`
+        import shlex
+
+        return f"That is a store's database file: --repo takes the store's directory, {shlex.quote(str(error.path.parent))}."
+    return "Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO."
+
+
 HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
-    NoStore: lambda error: "Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO.",
+    NoStore: _no_store,
     NoDatabase: _no_database,
     NoSchema: lambda error: (
         f"Run `swarmctl init {error.shown}` or the `swarmctl store copy` again: it fills the empty tables."
