@@ -114,6 +114,23 @@ def test_a_timeout_kills_the_whole_process_group(sw):
 
 
 @BOTH
+def test_a_program_named_like_a_secret_is_named_in_full_and_its_output_still_masked(sw):
+    """`cannot start ./rotate-token: no such program` read `./rotate-token: *** such program`:
+    the masking of `KEY: value` in a command's output was applied to swarmctl's own words."""
+    kit = Kit(sw)
+    (kit.dir / "print-token.sh").write_text("#!/bin/sh\necho 'token: s3cr3t-value-42'\nexit 3\n")
+    (kit.dir / "print-token.sh").chmod(0o755)
+    ran, wf = kit.run('name = "rotate"\n[[step]]\nname = "a"\nrun = ["./rotate-token"]\n')
+    missing = f"cannot start ./rotate-token: no such program: {kit.dir / 'rotate-token'}"
+    assert ran.error["message"] == f"workflow {wf} failed at step a: {missing}"
+    step = kit("workflow", "status", wf, actor=None).result["steps"][0]
+    assert step["result"]["error"] == step["result"]["summary"] == missing
+    ran, wf = kit.run('name = "print"\n[[step]]\nname = "a"\nrun = ["./print-token.sh"]\n', name="print.toml")
+    result = kit("workflow", "status", wf, actor=None).result["steps"][0]["result"]
+    assert result["summary"] == "exited with status 3" and result["stdout_tail"] == "token: ***\n"
+    assert "s3cr3t" not in ran.stdout
+
+
 def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     kit = Kit(sw)
     kit("ref", "set", "release/v1", kit.c2, "--create")  # op 4

@@ -316,7 +316,10 @@ class Executor:
 
     def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
-        it printed as `SECRET_KEY=value`."""
+        it printed as `SECRET_KEY=value`. The error and summary are swarmctl's own words about
+        the program the definition names (which holds no literal secret: `definition.load`
+        refuses one), so only what `${env:...}` put in them is scrubbed: masking `KEY: value`
+        there made `cannot start ./rotate-token: no such program` read `...: *** such program`."""
         hidden = self._hidden[step.idx]
 
         def clean(text: str | None) -> str | None:
@@ -329,8 +332,8 @@ class Executor:
             "duration_ms": outcome.duration_ms,
             "stdout_tail": clean(outcome.stdout_tail),
             "stderr_tail": clean(outcome.stderr_tail),
-            "error": clean(outcome.error),
-            "summary": clean(outcome.summary()),
+            "error": scrub_values(outcome.error, hidden),
+            "summary": scrub_values(outcome.summary(), hidden),
         }
 
     # --- rolling back ------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def public_outcome(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
     if outcome is None:
         return None
     shown = secrets.redact(outcome)
-    for key in ("stdout_tail", "stderr_tail", "error", "summary"):
+    for key in ("stdout_tail", "stderr_tail"):  # a command's output (`error`, `summary`: swarmctl's words)
         if isinstance(shown.get(key), str):
             shown[key] = secrets.redact_text(shown[key])
     return shown
