@@ -26,7 +26,6 @@ Only this module and mcp_http.py (the same server over Streamable HTTP, which pa
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 from contextlib import asynccontextmanager, nullcontext
@@ -176,7 +175,7 @@ def _line_depth(bound: int) -> int:
     return 2 * bound + 2
 
 
-def read_frame(line: str) -> SessionMessage | Exception:
+def read_frame(line: str) -> SessionMessage | Unanswerable:
     """One line from the client as the SDK's message, marked when its arguments name a field
     twice; or, for a line that is no request the SDK should see, the error to answer it with."""
     depth = limits.max_json_depth()
@@ -207,8 +206,8 @@ def read_frame(line: str) -> SessionMessage | Exception:
             return Unanswerable(types.INVALID_REQUEST, "Invalid request: `id` must be a string or a number")
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except Exception as exc:  # as the SDK's own reader, a value: the transport answers it
-        return exc
+    except Exception:  # JSON, but no message: answered here, in the same words on stdio and HTTP
+        return Unanswerable(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
     rejected = jsontext.arguments_named_twice(line)
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
 
@@ -217,21 +216,12 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
-def unreadable(line: str, problem: Exception | None = None) -> SessionMessage:
-    """JSON-RPC's answer to a line that is no message: a parse error, or an invalid request."""
-    if isinstance(problem, Unanswerable):
-        extra = {"data": problem.data} if problem.data is not None else {}
-        error = types.ErrorData(code=problem.code, message=problem.message, **extra)
-        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=problem.request_id, error=error))
-    try:
-        json.loads(line, **jsontext.STRICT)
-    except RecursionError:
-        error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: the line is not JSON")
-    except ValueError as exc:
-        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {jsontext.not_read(exc, 'the line')}")
-    else:
-        error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message")
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+def unreadable(problem: Unanswerable) -> SessionMessage:
+    """JSON-RPC's answer to a line that is no message (`read_frame`): a parse error, or an
+    invalid request."""
+    extra = {"data": problem.data} if problem.data is not None else {}
+    error = types.ErrorData(code=problem.code, message=problem.message, **extra)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=problem.request_id, error=error))
 
 
 async def bounded_lines(wire: Any, limit: int) -> AsyncIterator[str | None]:
@@ -271,8 +261,8 @@ async def stdio_transport(answered: Callable[[Any], None] = lambda request_id: N
                 if not line.strip():
                     continue
                 frame = read_frame(line)
-                if isinstance(frame, Exception):  # JSON-RPC answers it (the SDK would drop it)
-                    await to_client.send(unreadable(line, frame))
+                if isinstance(frame, Unanswerable):  # JSON-RPC answers it (the SDK would drop it)
+                    await to_client.send(unreadable(frame))
                 else:
                     await to_server.send(unanswered.track(frame))
             await unanswered.none_left()
@@ -308,7 +298,7 @@ async def stdio_transport(answered: Callable[[Any], None] = lambda request_id: N
 def _too_big() -> SessionMessage:
     """The answer to a line longer than SWARMCTL_MAX_INPUT_BYTES."""
     limit = limits.max_input_bytes()
-    return unreadable("", Unanswerable(
+    return unreadable(Unanswerable(
         types.INVALID_REQUEST,
         f"Invalid request: the line is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)",
         data={"code": "E_INVALID_ARG", "max_bytes": limit},

@@ -142,6 +142,14 @@ def test_bodies_are_bounded_and_checked_before_the_sdk_reads_them(sw):
         assert twice.status_code == 400 and twice.json()["error"]["data"]["fields"] == ["id"], twice.text
         deep = _post(server.url, '{"jsonrpc":"2.0","id":1,"method":"ping","params":' + "[" * 500 + "]" * 500 + "}", token)
         assert deep.status_code == 400 and deep.json()["error"]["code"] == -32600, deep.text
+        # JSON that is no message (a batch, which MCP does not take): stdio's answer, not the SDK's
+        # -32602 with pydantic's errors in it
+        batch = _post(server.url, '[{"jsonrpc":"2.0","id":1,"method":"ping"}]', token)
+        assert (batch.status_code, batch.json()) == (400, {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message"}}), batch.text[:300]
+        nan = _post(server.url, '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}', token)
+        assert (nan.status_code, nan.json()["error"]) == (400, {
+            "code": -32700, "message": "Parse error: the line is not JSON: NaN is not a JSON value"}), nan.text
         session = _session(server.url, token)
         call = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ref_set","arguments":{"name":"a","name":"b","target":"' + cs + '"}}}'
         answer = _post(server.url, call, token, **session)
