@@ -136,6 +136,28 @@ def test_errors_of_a_server_store(sw, pg_cluster):
 
 
 @POSTGRES
+def test_a_store_url_is_read_as_libpq_reads_it_and_nothing_in_it_is_guessed(sw, pg_cluster):
+    """A schema PostgreSQL keeps for itself (`pg_catalog` was E_INTERNAL, "a bug"; a superuser's
+    `information_schema` took a store's tables), a schema named twice (the last one won, silently),
+    and a URL that cannot be read (E_INTERNAL) are E_INVALID_ARG. A space in a parameter reaches
+    libpq as %20, which it decodes, not as `+`, which it does not (`options=-c%20...` failed)."""
+    base = pg_cluster.libpq()
+    for url, word in ((f"{base}&schema=pg_catalog", "keeps for its own"), (f"{base}&schema=information_schema", "keeps for its own"),
+                      (f"{base}&schema=a1&schema=b1", "2 times"), ("postgresql://[::1/swarm", "cannot be read")):
+        ran = sw("--as", ALICE, "init", url)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and word in ran.error["message"], ran.stdout
+    url = f"{sw.url}&options=-c%20statement_timeout%3D4321&application_name=a%2Bb%20c+d"
+    sw.ok("--as", ALICE, "init", url)
+    import psycopg
+
+    from swarmctl.store.postgres.url import parse
+
+    with psycopg.connect(parse(url).libpq) as conn:
+        settings = conn.execute("SELECT current_setting('statement_timeout'), current_setting('application_name')").fetchone()
+    assert settings == ("4321ms", "a+b c+d")
+
+
+@POSTGRES
 def test_a_write_waits_for_the_head_row_then_gives_e_busy(sw):
     """Another client holding the head row (a writer stopped mid-transaction): past
     SWARMCTL_LOCK_TIMEOUT the write is E_BUSY, nothing written; reads go on."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from swarmctl.envelope import SwarmError
 
@@ -28,16 +28,29 @@ class StoreUrl(NamedTuple):
 
 
 def parse(url: str) -> StoreUrl:
-    parts = urlsplit(url)
-    params = parse_qsl(parts.query, keep_blank_values=True)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # `postgresql://[::1`: an IPv6 host never closed
+        raise SwarmError("E_INVALID_ARG", f"the store's URL cannot be read: {exc}", details={}) from None
+    # Decoded as libpq decodes a URI's query: %XX only (parse_qsl also reads `+` as a space)
+    params = [(unquote(k), unquote(v)) for k, _, v in (p.partition("=") for p in parts.query.split("&") if p)]
     schemas = [v for k, v in params if k == "schema"]
-    schema = schemas[-1] if schemas else DEFAULT_SCHEMA
-    if not _SCHEMA_NAME.fullmatch(schema):
+    if len(schemas) > 1:  # which one was meant? Never the last one silently
         raise SwarmError(
             "E_INVALID_ARG",
-            f"schema {schema!r} in the store's URL is not a plain PostgreSQL name",
+            f"the store's URL names a schema {len(schemas)} times: {', '.join(map(repr, schemas))}",
+            details={"schemas": schemas},
+            hint="Name the store's schema once: ?schema=NAME.",
+        )
+    schema = schemas[0] if schemas else DEFAULT_SCHEMA
+    if not _SCHEMA_NAME.fullmatch(schema) or _reserved(schema):
+        why = "a name PostgreSQL keeps for its own schemas" if _reserved(schema) else "not a plain PostgreSQL name"
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"schema {schema!r} in the store's URL is {why}",
             details={"schema": schema},
-            hint="Name a schema with lower-case letters, digits and _ (at most 63), starting with a letter or _.",
+            hint="Name a schema with lower-case letters, digits and _ (at most 63), starting with a letter or _, "
+            "and not pg_ nor information_schema.",
         )
     kept = [(k, v) for k, v in params if k != "schema"]
     libpq = _join(parts.scheme, parts.netloc, parts.path, kept)
@@ -54,8 +67,16 @@ def parse(url: str) -> StoreUrl:
     return StoreUrl(libpq, schema, shown, password or (secret_params[0] if secret_params else None), database)
 
 
+def _reserved(schema: str) -> bool:
+    """PostgreSQL's own schemas: `pg_catalog`, `pg_toast`, any `pg_` (which CREATE SCHEMA refuses)
+    and `information_schema` (which a superuser could fill with a store's tables)."""
+    return schema.startswith("pg_") or schema == "information_schema"
+
+
 def _join(scheme: str, netloc: str, path: str, params: list[tuple[str, str]]) -> str:
-    query = urlencode(params, safe="/")
+    # %20 for a space, as libpq reads a URI: urlencode's default `+` reached libpq as a `+`
+    # (`options=-c%20statement_timeout%3D5000` became `-c+statement_timeout=5000`)
+    query = urlencode(params, safe="/", quote_via=quote)
     return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
