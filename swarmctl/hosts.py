@@ -76,7 +76,7 @@ def lease_s() -> float:
 
 
 # A time in the store's format, as `lease_until` reads it (what strptime's "%Y-%m-%dT%H:%M:%S.%fZ" takes).
-_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,6}Z$")
+_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,6}Z$", re.ASCII)
 
 
 def lease_until(at: str, seconds: float | None = None) -> str:

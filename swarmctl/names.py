@@ -1,4 +1,5 @@
-"""The rules for names a user types: refs, actors, changeset id prefixes, times. One place each.
+"""The rules for names a user types: refs, actors, changeset id prefixes, times, durations and
+whole numbers. One place each.
 
 The patterns are kept as text and matched through `re`'s own cache, so each is compiled the
 first time a command uses it: a command that checks no actor or duration never compiles one

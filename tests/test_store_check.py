@@ -91,6 +91,8 @@ def test_an_edited_op_breaks_the_hash_chain_there_and_the_newest_op_stops_writes
         ("UPDATE blobs SET content = X'00'", "blob_id"),
         ("DELETE FROM ops WHERE op = 4", "ops_gapless"),
         ("UPDATE ops SET at = '2001-01-01T00:00:00.000Z' WHERE op = 3", "ops_time_order"),
+        ("UPDATE ops SET at = at || char(10) WHERE op = 3", "op_time"),  # `$` matched before it
+        ("UPDATE ops SET at = '\u0662' || substr(at, 2) WHERE op = 3", "op_time"),  # `\d` took an Arabic-Indic 2
     ],
 )
 def test_each_kind_of_damage_is_a_problem_with_a_code_never_a_traceback(sw, damage, code):

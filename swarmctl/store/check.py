@@ -24,7 +24,7 @@ from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)  # \d: 0-9 only
 
 
 class Problem(NamedTuple):
