@@ -86,9 +86,9 @@ def not_read(exc: ValueError, text: str) -> str:
         return f"{text} is not JSON"
     if isinstance(exc, NotJson):
         return f"{text} is not JSON: {exc}"
-    import sys
+    from swarmctl.names import max_digits
 
-    return f"a number in {text} has more than {sys.get_int_max_str_digits()} digits"
+    return f"a number in {text} has more than {max_digits()} digits"
 
 
 # --- a JSON-RPC message, read with every pair kept ----------------------------------------

@@ -13,7 +13,7 @@ import re
 from typing import Any, BinaryIO, Iterator
 
 from swarmctl.envelope import SwarmError
-from swarmctl.names import whole_number
+from swarmctl.names import max_digits, whole_number
 
 DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -71,7 +71,6 @@ def read_toml(text: str, what: str) -> dict[str, Any]:
     """`text` read as TOML, nested no deeper than SWARMCTL_MAX_JSON_DEPTH. Unreadable, saying
     why (`what` names the text), when it is not TOML, nests deeper, or holds a whole number of
     more digits than Python converts (tomllib raises a bare ValueError for that one)."""
-    import sys
     import tomllib
 
     depth = max_json_depth()
@@ -83,7 +82,7 @@ def read_toml(text: str, what: str) -> dict[str, Any]:
     except RecursionError:  # arrays or tables nested thousands deep
         raise Unreadable(deeper, max_depth=depth) from None
     except ValueError:
-        raise Unreadable(f"{what} holds a number of more than {sys.get_int_max_str_digits()} digits") from None
+        raise Unreadable(f"{what} holds a number of more than {max_digits()} digits") from None
     if depth_of(data, depth) > depth:
         raise Unreadable(deeper, max_depth=depth)
     return data

@@ -209,11 +209,16 @@ def whole_number(text: str) -> int | None:
     return int(text)
 
 
-def too_long_number(text: str) -> bool:
-    """Whether `text`, a whole number's digits, has more of them than Python converts."""
+def max_digits() -> int:
+    """How many digits Python converts to or from a whole number (0: no bound)."""
     import sys
 
-    limit = sys.get_int_max_str_digits()
+    return sys.get_int_max_str_digits()
+
+
+def too_long_number(text: str) -> bool:
+    """Whether `text`, a whole number's digits, has more of them than Python converts."""
+    limit = max_digits()
     return limit > 0 and len(text.lstrip("+-")) > limit
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 import typing
 from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
@@ -68,7 +67,7 @@ def parse_int(text: str) -> int:
 def _not_a_number(text: str, wanted: str) -> str:
     text = text.strip()
     if names.too_long_number(text) and text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
-        return f"{text[:20]!r}… has {len(text.lstrip('+-'))} digits: a number may have at most {sys.get_int_max_str_digits()}"
+        return f"{text[:20]!r}… has {len(text.lstrip('+-'))} digits: a number may have at most {names.max_digits()}"
     return f"{text!r} is not {wanted}" if len(text) <= 40 else f"{text[:20]!r}… ({len(text)} characters) is not {wanted}"
 
 
