@@ -131,6 +131,16 @@ def test_a_program_named_like_a_secret_is_named_in_full_and_its_output_still_mas
     assert "s3cr3t" not in ran.stdout
 
 
+def test_workflow_run_dash_says_it_reads_a_file_not_stdin(sw):
+    """`-` is stdin for `policy set` and `call`; `workflow run -` said only "no workflow file ./-"."""
+    kit = Kit(sw)
+    ran = kit.process("workflow", "run", "-")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    assert ran.error["message"].startswith("workflow run reads a file, not stdin (`-`)")
+    assert "workflow run flow.toml" in ran.error["hint"]
+    assert kit("workflow", "list", actor=None).result["workflows"] == []
+
+
 def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     kit = Kit(sw)
     kit("ref", "set", "release/v1", kit.c2, "--create")  # op 4

@@ -80,6 +80,14 @@ def load(path: Path) -> dict[str, Any]:
         # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `workflow run /dev/zero` is refused, not read
         text = limits.read_file(path, f"workflow file {path}").decode("utf-8")
     except FileNotFoundError:
+        if path.name == "-":  # `workflow run -`, as `policy set -` and `call TOOL -` read stdin
+            raise SwarmError(
+                "E_INVALID_ARG",
+                "workflow run reads a file, not stdin (`-`): the workflow keeps the file's path, its "
+                "commands run in the file's directory, and the policy's `[run] definitions` names files",
+                details={"file": str(path)},
+                hint="Save the definition to a file and run that: `swarmctl workflow run flow.toml`. Nothing was run.",
+            ) from None
         raise invalid(f"no workflow file {path}", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise invalid(f"cannot read workflow file {path}: {exc}", file=str(path)) from None
