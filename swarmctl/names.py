@@ -217,9 +217,10 @@ def max_digits() -> int:
 
 
 def too_long_number(text: str) -> bool:
-    """Whether `text`, a whole number's digits, has more of them than Python converts."""
-    limit = max_digits()
-    return limit > 0 and len(text.lstrip("+-")) > limit
+    """Whether `text` is written as a whole number (`whole_number`'s form) of more digits than
+    Python converts."""
+    limit, text = max_digits(), text.strip()
+    return 0 < limit < len(text.lstrip("+-")) and re.fullmatch(_WHOLE_PATTERN, text) is not None
 
 
 def parse_time(text: str, *, field: str, round_up: bool = False) -> str:

@@ -65,8 +65,9 @@ def parse_int(text: str) -> int:
 
 
 def _not_a_number(text: str, wanted: str) -> str:
+    """Why `text` is not `wanted`: too many digits, or not a number (long text shortened)."""
     text = text.strip()
-    if names.too_long_number(text) and text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
+    if names.too_long_number(text):
         return f"{text[:20]!r}… has {len(text.lstrip('+-'))} digits: a number may have at most {names.max_digits()}"
     return f"{text!r} is not {wanted}" if len(text) <= 40 else f"{text[:20]!r}… ({len(text)} characters) is not {wanted}"
 
