@@ -6,7 +6,7 @@ ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
 
 - `Guard` (around everything): the `Host` header must name one of the allowed hosts (else 421)
   and an `Origin` header, when sent, one of the allowed origins (else 403), on every bind
-  address; nothing sends CORS headers.
+  address; nothing sends CORS headers. `Authorization` given twice is 400.
 - The SDK's bearer authentication (`--auth token`, the default): `StoreTokens` looks each
   request's token up in the store (by its SHA-256), so a missing, unknown, expired or revoked
   token is HTTP 401 and nothing runs, on every request of a session too. `AuthSettings` has
@@ -98,6 +98,11 @@ class Guard:
             return await _respond(send, answer)
         if origin is not None and origin.lower().rstrip("/") not in self.origins:
             answer = _json_rpc_error(403, types.INVALID_REQUEST, f"Origin {origin!r} is not allowed (--allowed-origin)")
+            return await _respond(send, answer)
+        if sum(1 for k, _ in scope.get("headers", []) if k.lower() == b"authorization") > 1:
+            # The SDK would take the first: which one names the caller is never guessed (a proxy
+            # that adds its own, a client that sends two). Refused as a key named twice is.
+            answer = _json_rpc_error(400, types.INVALID_REQUEST, "Invalid request: Authorization is given twice; nothing was run")
             return await _respond(send, answer)
         await self.app(scope, receive, send)
 

@@ -111,6 +111,12 @@ def test_missing_unknown_expired_and_revoked_tokens_get_401_and_run_nothing(sw):
         assert _post(server.url, INIT, good["token"]).status_code == 200
         basic = _post(server.url, INIT, **{"authorization": f"Basic {good['token']}"})
         assert basic.status_code == 401, basic.text
+        # Two Authorization headers: the SDK took the first; which names the caller is not guessed
+        for tokens in ((good["token"], "swt_never-issued"), ("swt_never-issued", good["token"])):
+            headers = [*HEADERS.items(), *(("authorization", f"Bearer {t}") for t in tokens)]
+            twice = httpx2.post(server.url, content=json.dumps(INIT), headers=headers, timeout=60)
+            assert (twice.status_code, twice.json()["error"]["message"]) == (
+                400, "Invalid request: Authorization is given twice; nothing was run"), twice.text
     assert len(_ops(sw)) == before
 
 
