@@ -125,7 +125,8 @@ def test_undo_of_a_create_revokes_it_and_cannot_be_taken_back(sw):
 
 def test_bad_input_is_refused_before_anything_is_written(sw):
     _init(sw)
-    for args, field in [(("agent/w1", "--expires", "soon"), "expires"), (("agent/w1", "--expires", "2020-01-01"), "expires")]:
+    for args, field in [(("agent/w1", "--expires", "soon"), "expires"), (("agent/w1", "--expires", "2020-01-01"), "expires"),
+                        (("agent/w1", "--expires", "0s"), "expires"), (("agent/w1", "--expires", "00d"), "expires")]:
         ran = sw(*as_(sw, ALICE), "token", "create", *args)
         assert ran.error["code"] == "E_INVALID_ARG" and ran.error["details"]["field"] == field, ran.stdout
     bad_actor = sw(*as_(sw, ALICE), "token", "create", "nobody")

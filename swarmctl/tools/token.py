@@ -74,6 +74,13 @@ class TokenRevokeReq:
 def _expiry(text: str, at: str) -> str:
     """When a token made at `at` (the op's time) expires."""
     seconds = names.duration_seconds(text)
+    if seconds == 0:  # as a time not ahead (below): a token that expires as it is made
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"--expires {text} is no time at all: the token would never work",
+            details={"field": "expires", "value": text},
+            hint="Give a duration from now, such as 30d, or a time ahead.",
+        )
     if seconds is not None:
         moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
         try:
