@@ -139,6 +139,7 @@ def test_a_policy_set_from_stdin(sw):
         ('[[protect]]\nrefs = ["main"]\n', "protect[0]"),
         ('admins = "human/*"\n', "admins"),
         ("admins = [\n", None),  # not TOML
+        ("admins = []\n", "admins"),  # no one could ever change it again, nor undo it
     ],
 )
 def test_a_policy_that_is_not_understood_is_refused_and_nothing_is_written(sw, text, key):
@@ -253,7 +254,7 @@ def test_policy_check_and_dry_runs_predict_what_the_call_then_does(sw):
         (AGENT, "ref_set", '{"name": "release/v1", "target": "main"}', ("ref", "set", "release/v1", "main")),
         (AGENT, "ref_set", '{"name": "feature/y", "target": "main"}', ("ref", "set", "feature/y", "main")),
         (OTHER_AGENT, "undo", '{"op": 4}', ("op", "undo", "4")),
-        (AGENT, "policy_set", '{"policy": "admins = []\\n"}', ("policy", "set", "policy.toml")),
+        (AGENT, "policy_set", '{"policy": "admins = [\\"agent/*\\"]\\n"}', ("policy", "set", "policy.toml")),
         (ALICE, "ref_delete", '{"name": "release/v1"}', ("ref", "delete", "release/v1")),
     ]
     for actor, tool, arguments, argv in calls:

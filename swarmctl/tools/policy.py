@@ -84,11 +84,20 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     """Make the TOML text the store's policy, as one op (kind `policy_set`). Only an admin (the
     policy in force's `admins`; while none is set, anyone) may: else E_FORBIDDEN. A policy that
     does not parse, or has a key this swarmctl does not know, is E_INVALID_ARG (a typo must not
-    silently open a door). Setting the policy in force again writes nothing (`op` null). The
-    store's first policy raises its format to 4, so an older swarmctl refuses the store rather
-    than ignore its policy. `op undo` of the op restores the policy before it."""
+    silently open a door), and so is `admins = []`, which no one could ever take back. Setting
+    the policy in force again writes nothing (`op` null). The store's first policy raises its
+    format to 4, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
+    of the op restores the policy before it."""
     actor = ctx.require_actor()
-    rules.parse(req.policy)  # before anything is opened: a bad file says so first
+    if rules.parse(req.policy).admins == ():  # before anything is opened: a bad file says so first
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "admins = [] would let no one change this policy again, nor undo this op, nor make or "
+            "revoke a token: a mistake no one could take back",
+            details={"key": "admins"},
+            hint="Name at least one admin (e.g. admins = [\"human/*\"]), or leave admins out: anyone "
+            "may then change the policy.",
+        )
     store = ctx.store()
     with store.write(actor) as w:
         rules.refuse(rules.may_admin(w.policy, actor, "change the policy"))
