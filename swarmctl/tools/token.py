@@ -75,12 +75,7 @@ def _expiry(text: str, at: str) -> str:
     """When a token made at `at` (the op's time) expires."""
     seconds = names.duration_seconds(text)
     if seconds == 0:  # as a time not ahead (below): a token that expires as it is made
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--expires {text} is no time at all: the token would never work",
-            details={"field": "expires", "value": text},
-            hint="Give a duration from now, such as 30d, or a time ahead.",
-        )
+        raise _never_works(text, "is no time at all")
     if seconds is not None:
         moment = datetime.fromisoformat(at.replace("Z", "+00:00"))
         try:
@@ -90,13 +85,17 @@ def _expiry(text: str, at: str) -> str:
         raise SwarmError("E_INVALID_ARG", f"--expires {text}: too far ahead", details={"field": "expires", "value": text})
     until = names.parse_time(text, field="expires")
     if until <= at:
-        raise SwarmError(
-            "E_INVALID_ARG",
-            f"--expires {text} is in the past: the token would never work",
-            details={"field": "expires", "value": text},
-            hint="Give a duration from now, such as 30d, or a time ahead.",
-        )
+        raise _never_works(text, "is in the past")
     return until
+
+
+def _never_works(text: str, why: str) -> SwarmError:
+    return SwarmError(
+        "E_INVALID_ARG",
+        f"--expires {text} {why}: the token would never work",
+        details={"field": "expires", "value": text},
+        hint="Give a duration from now, such as 30d, or a time ahead.",
+    )
 
 
 def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
