@@ -111,12 +111,17 @@ GROUP_SECONDS = 0.2
 # After a group, the lock is left free for this share of the time the group held it: about the
 # share of time it was free between one-call transactions, so other writers wait no longer.
 FAIR_SHARE = 0.2
+# The exit status of a batch whose reader closed stdout before it ended (unless a call before
+# had failed): 128 + SIGPIPE, what a shell reports for a process that a closed pipe ended. Lines
+# not yet read were never run, so the batch did not succeed, and a script (`set -o pipefail`)
+# must be able to tell.
+READER_GONE = 141
 
 
 class Batch:
     """The calls of `swarmctl call --lines`, on one open store, each envelope passed to `emit`
     (False from it: the reader is gone, run nothing more), and the exit status of the first
-    failure in `status`.
+    failure in `status` (READER_GONE when the reader went first).
 
     Group commit: the calls the door has in hand (those one read of stdin brought, up to
     GROUP_CALLS or GROUP_SECONDS) commit together, each a savepoint of one transaction
@@ -149,7 +154,7 @@ class Batch:
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
             envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
             if self.flush():  # the calls before it ended: theirs first
-                self.emit(envelope)
+                self._deliver(envelope)
             self.status = exit_status(envelope)
             return False
         self._pending.append(envelope)
@@ -168,7 +173,7 @@ class Batch:
             for envelope in self._pending:
                 if lost is not None and envelope["ok"]:
                     envelope = lost_with_group(envelope, lost)
-                if not self.emit(envelope):
+                if not self._deliver(envelope):
                     return False
                 if not envelope["ok"]:
                     self.status = self.status or exit_status(envelope)
@@ -180,6 +185,12 @@ class Batch:
         if self.stores.wrote:
             time.sleep(held * FAIR_SHARE)
         return True
+
+    def _deliver(self, envelope: dict[str, Any]) -> bool:
+        if self.emit(envelope):
+            return True
+        self.status = self.status or READER_GONE
+        return False
 
     def close(self) -> None:
         self.stores.close()  # a group not flushed is rolled back: its calls were never answered

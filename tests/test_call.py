@@ -389,6 +389,70 @@ def test_call_lines_answers_each_waiting_caller_before_reading_on(sw):
         door.stderr.close()
 
 
+def _answer_one_then_close(sw, first: str, *then: str) -> tuple[int, bool]:
+    """A `call --lines` door given `first`, whose envelope is read; then stdout is closed and
+    `then` written, one line at a time (the door may have ended). The door's exit status and
+    whether the first call succeeded; it says nothing on stderr."""
+    from swarm import swarmctl_argv
+
+    door = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sw.env,
+    )
+    try:
+        door.stdin.write(first.encode())
+        door.stdin.flush()
+        answered = json.loads(door.stdout.readline())["ok"]
+        door.stdout.close()  # the reader goes
+        for line in then:  # the first finds no reader for its envelope: the batch stops
+            try:
+                door.stdin.write(line.encode())
+                door.stdin.flush()
+            except BrokenPipeError:  # the door has ended
+                break
+            if line is then[0]:
+                door.wait(timeout=120)
+        try:
+            door.stdin.close()
+        except BrokenPipeError:
+            pass
+        status = door.wait(timeout=120)
+        assert door.stderr.read() == b""
+    finally:
+        door.stderr.close()
+    return status, answered
+
+
+def test_call_lines_whose_reader_is_gone_stops_and_exits_141(sw):
+    """A reader that closes stdout before the batch ends stops it, quietly (no traceback, no
+    line on stderr), and the exit status is 141, as for a process a closed pipe ends: lines not
+    yet read were never run, and a script must not read the batch's end as success. Before,
+    the exit status was 0."""
+    from swarm import swarmctl_argv
+
+    ids = build_golden_store(sw)
+
+    def call(name: str) -> str:
+        return lines({"tool": "ref_set", "arguments": {"name": name, "target": ids["base"], "create": True}})
+
+    assert _answer_one_then_close(sw, call("gone/1"), call("gone/2"), call("gone/3")) == (141, True)
+    assert sw.process("--repo", str(sw.store), "ref", "show", "gone/3").error["code"] == "E_NOT_FOUND"
+    # A failure answered before the reader went keeps its status: the first failure's.
+    assert _answer_one_then_close(sw, lines({"tool": "ref_show", "arguments": {"name": "no/such/ref"}}),
+                                  call("gone/4")) == (4, False)
+    # With no reader at all from the start, nothing is answered: 141.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        none = subprocess.run(
+            [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
+            input=call("gone/5").encode(), stdout=write, stderr=subprocess.PIPE, env=sw.env, timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert (none.returncode, none.stderr) == (141, b"")
+
+
 def test_every_envelope_call_lines_printed_before_it_was_killed_is_in_the_store(sw):
     """Killed in the middle of a long batch (SIGKILL: no clean-up), the door has printed only
     envelopes of writes already committed: each op they name is in the log, the log has no gap,
