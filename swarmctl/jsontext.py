@@ -12,6 +12,7 @@ This module imports neither pydantic nor the MCP SDK: an HTTP middleware can use
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterable
 
 from swarmctl import limits
@@ -51,6 +52,24 @@ def _real(text: str) -> float:
 
 STRICT = {"parse_constant": _constant, "parse_float": _real}  # json.loads' hooks: only what RFC 8259 says is JSON
 
+# `\ud800`-`\udfff`: half of a UTF-16 surrogate pair, escaped.
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def loads(text: str, **hooks: Any) -> Any:
+    """json.loads with `STRICT`, and no string that holds half of a surrogate pair alone
+    (`"\\ud800"`): json.loads takes one, but it is no Unicode text (RFC 8259 §8.2 leaves what
+    a reader does with it open): it cannot be written as UTF-8, so pydantic's reading of it
+    said "unexpected end of hex escape", and no store could keep it."""
+    value = json.loads(text, **hooks, **STRICT)
+    if _SURROGATE.search(text) is not None:
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise NotJson(f"a string holds \\u{ord(exc.object[exc.start]):04x} alone, half of a UTF-16 surrogate pair, "
+                          "which is no Unicode character") from None
+    return value
+
 
 def parse_arguments(text: str, what: str = "the arguments") -> Any:
     """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
@@ -58,7 +77,7 @@ def parse_arguments(text: str, what: str = "the arguments") -> Any:
     limits.check_size(text, what)
     limits.check_json_depth(text, what)
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, **STRICT)
+        return loads(text, object_pairs_hook=_no_duplicates)
     except RecursionError:  # within the depth bound this cannot happen; if it does, it is the same refusal
         raise limits.too_deep(what, limits.max_json_depth()) from None
     except DuplicateField as exc:
@@ -103,7 +122,7 @@ class Pairs(list):
 
 def read_pairs(text: str) -> Any:
     """JSON text with each object as `Pairs`; ValueError (or RecursionError) if it is not JSON."""
-    return json.loads(text, object_pairs_hook=Pairs, **STRICT)
+    return loads(text, object_pairs_hook=Pairs)
 
 
 def call_arguments(message: Any) -> Any:

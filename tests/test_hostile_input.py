@@ -118,6 +118,36 @@ def test_what_python_reads_as_json_and_rfc_8259_does_not_is_refused(sw):
     assert (ran.exit, ran.error["message"]) == (2, "arguments are not valid JSON: NaN is not a JSON value")
 
 
+def test_a_lone_surrogate_escape_is_refused_at_every_json_door(sw):
+    """json.loads takes `"\ud800"`, half of a UTF-16 surrogate pair alone: no Unicode text, so
+    nothing can write it as UTF-8. It reached pydantic, whose message ("Invalid JSON: unexpected
+    end of hex escape") named neither the value nor the cause, and the MCP server answered a
+    request holding one as no JSON-RPC message (-32600). A pair (`"\ud83d\ude00"`) is a character."""
+    build_golden_store(sw)
+    half = "a string holds \\ud800 alone, half of a UTF-16 surrogate pair, which is no Unicode character"
+    ran = sw("--repo", str(sw.store), "call", "ref_show", '{"name": "main\\ud800"}')
+    assert (ran.exit, ran.error["code"], ran.error["message"]) == (2, "E_INVALID_ARG", f"arguments are not valid JSON: {half}")
+    ran = sw("--repo", str(sw.store), "call", "ref_show", '{"name": "main", "\\uDFFF": 1}')
+    assert ran.error["message"] == "arguments are not valid JSON: " + half.replace("d800", "dfff")
+    ran = sw("--repo", str(sw.store), "call", "ref_show", '{"name": "x\\ud83d\\ude00"}')
+    assert ran.error["code"] == "E_NOT_FOUND"  # a whole pair: read, and no such ref
+    lines = '{"tool": "ref_show", "arguments": {"name": "main"}, "id": "\\ud800"}\n{"tool": "ref_show", "arguments": {"name": "main"}}\n'
+    ran = sw.process("--repo", str(sw.store), "call", "--lines", input=lines)
+    first, second = (json.loads(line) for line in ran.stdout.splitlines())
+    assert (first["error"]["message"], first["meta"].get("id"), second["ok"], ran.exit) == (
+        f"the line is not valid JSON: {half}", None, True, 2)
+    with RawServer(sw.store, AGENT) as server:
+        server.initialize()
+        server.send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"\\ud800"}}}')
+        answer = server.receive()
+        server.send('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"main"}}}')
+        after = server.receive()
+        code, _, err = server.close()
+    assert answer == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: the line is not JSON: {half}"}}
+    assert after["id"] == 5 and after["result"]["structuredContent"]["ok"]
+    assert code == 0 and "Traceback" not in err
+
+
 def test_numbers_are_ascii_digits_as_git_reads_them(sw):
     """Python's int() also reads other scripts' digits (`５`, `٣`) and `1_000`: `tx config
     --max-revisions ５` set 5. A number on the command line or in a SWARMCTL_* setting is ASCII
