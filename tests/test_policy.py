@@ -122,6 +122,30 @@ def test_the_undo_of_a_policy_change_is_a_compare_and_swap_on_its_version(sw):
     assert store.ok(None, "policy", "show")["policy"] is None
 
 
+def test_following_next_after_a_policy_conflict_ends(sw):
+    """`next` names the change of the policy in force to undo first. Once that was undone, the
+    policy in force is the one the change before it made: naming the undo (the newest change of
+    the policy by op number) would redo what was just taken back, and a caller that followed
+    `next` went round and round, one op a turn."""
+    store = Store(sw)  # op 7 set POLICY
+    for i in (2, 3):
+        (sw.tmp / f"p{i}.toml").write_text(POLICY + f'\n[[protect]]\nrefs = ["release/v{i}"]\nactors = ["human/*"]\n')
+        assert store.ok(ALICE, "policy", "set", f"p{i}.toml")["op"] == 6 + i  # 8, 9
+    followed = []
+    for _ in range(4):
+        ran = store(ALICE, "op", "undo", "7")
+        if ran.exit == 0:
+            break
+        assert ran.error["code"] == "E_CAS_MISMATCH"
+        later = ran.error["next"]["arguments"]["op"]
+        assert ran.error["details"]["policy"]["actual"] == later
+        followed.append(later)
+        assert store.ok(ALICE, "op", "undo", str(later))["undone"] == later
+    assert followed == [9, 8]  # then op 7 itself: the store has no policy again
+    assert (ran.exit, ran.result["undone"]) == (0, 7)
+    assert store.ok(None, "policy", "show")["policy"] is None
+
+
 def test_a_policy_set_from_stdin(sw):
     store = Store(sw, policy=None)
     ran = sw.process("--repo", store.repo, "--as", ALICE, "policy", "set", "-", input=POLICY)

@@ -82,7 +82,8 @@ def test_a_person_in_between_stops_it_even_when_moved_back(sw):
     error = sw(*as_(sw, AGENT), "op", "revert", "--actor", AGENT).error
     assert error["code"] == "E_CAS_MISMATCH"
     [conflict] = error["details"]["conflicts"]
-    assert conflict["name"] == "main" and conflict["moved_by"] == [7, 8, 9, 10]
+    # 7 and its undo 8 cancel out; 9 and 10 are alice's work, moved back by hand: still hers.
+    assert conflict["name"] == "main" and conflict["moved_by"] == [9, 10]
     assert conflict["expected"] == conflict["actual"] == ids["fix"]  # back where the agent left it, still refused
     # Widening the selection to include alice's ops makes it the whole range: then it goes.
     widened = sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "2")
@@ -113,6 +114,22 @@ def test_an_op_someone_else_undid_cancels_and_does_not_conflict(sw):
     assert "agent/a" not in refs(sw.store) and "agent/b" not in refs(sw.store)
     assert undone_by(sw, 10) == [11]
     assert ids["a1"]  # a1 stays in the store: changesets are never removed
+    assert problems(sw.store) == []
+
+
+def test_undoing_the_op_in_between_as_next_says_lets_the_revert_go(sw):
+    """The README's way out of a conflict: undo the op in between (`error.next`), then revert
+    again. The op and its undo stayed "someone else's work in between" for ever, so the revert
+    was refused again, now naming the undo, whose undo would redo the work just taken back."""
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["base"])  # 7: alice's work in between
+    refused = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT, "--dry-run")
+    assert refused.error["details"]["conflicts"][0]["moved_by"] == [7]
+    assert refused.error["next"]["arguments"] == {"op": 7}
+    assert sw.ok(*as_(sw, ALICE), "op", "undo", "7")["op"] == 8  # as next says
+    ran = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert (ran.exit, ran.result["reverted"], ran.result["op"]) == (0, [3, 5, 6], 9), ran.stdout
+    assert refs(sw.store) == {"main": ids["base"], "release/v1": ids["base"]}
     assert problems(sw.store) == []
 
 

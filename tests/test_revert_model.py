@@ -43,11 +43,16 @@ def expected_revert(log: list[dict], actor: str) -> tuple[bool, dict[str, str | 
         for m in o["ref_moves"]:
             if o["op"] in selected:
                 first.setdefault(m["name"], (o["op"], m["old"]))
+    outside: dict[str, set[int]] = {}  # each ref: the ops outside the selection that moved it since
+    for o in log:
+        for m in o["ref_moves"]:
+            if m["name"] in first and o["op"] > first[m["name"]][0] and o["op"] not in scope:
+                outside.setdefault(m["name"], set()).add(o["op"])
+    # An outside op taken back now by another outside op cancels out with it.
+    undone_by = {o["op"]: o["undone_by"] for o in log}
     conflict = any(
-        o["op"] > first[m["name"]][0] and o["op"] not in scope
-        for o in log
-        for m in o["ref_moves"]
-        if m["name"] in first
+        ops - {op for op in ops if undone_by[op] in ops} - {undone_by[op] for op in ops if undone_by[op] in ops}
+        for ops in outside.values()
     )
     return conflict, {name: before for name, (_, before) in first.items()}
 

@@ -68,6 +68,50 @@ def test_conflicts_name_every_later_op_and_the_latest_first_to_undo(sw):
     assert error["next"]["arguments"] == {"op": 9}
 
 
+def test_following_next_after_a_conflict_ends(sw):
+    """`next` names the latest later move still in effect. Once it was undone, the newest op
+    that moved the ref is that undo: naming it would redo the move just taken back, and a
+    caller that followed `next` went round and round (undo 8, undo 9, undo 10, ...), one op a
+    turn, and op 6 was never undone. Now the two cancel out, and `next` names the move before."""
+    ids = build_golden_store(sw)
+    other = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "Other")["changeset"]["id"]  # 7
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", other)  # 8
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])  # 9
+    followed, hints = [], []
+    for _ in range(5):
+        ran = sw(*as_(sw, AGENT), "op", "undo", "6")
+        if ran.exit == 0:
+            break
+        followed.append(ran.error["next"]["arguments"]["op"])
+        hints.append(ran.error["hint"])
+        sw.ok(*as_(sw, AGENT), "op", "undo", str(followed[-1]))
+    # Undoing 9 (as op 10) leaves release/v1 at `other`: then 8, and op 6 is undone as op 12.
+    assert followed == [9, 8] and (ran.exit, ran.result["undone"], ran.result["op"]) == (0, 6, 12)
+    assert hints == ["Undo op 9 first (the latest op that moved release/v1), then undo op 6.",
+                     "Undo op 8 first (the latest op still in effect that moved release/v1), then undo op 6."]
+    assert refs(sw.store)["release/v1"] == ids["base"]
+    assert problems(sw.store) == []
+
+
+def test_next_skips_a_later_move_and_its_undo_and_says_so(sw):
+    ids = build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])  # 7
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", ids["base"])  # 8
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["fix"])  # 9: release/v1 back by hand...
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])  # 10: ...and away again
+    sw.ok(*as_(sw, ALICE), "op", "undo", "10")  # 11: release/v1 names fix, but 7 and 9 stand
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])  # 12
+    sw.ok(*as_(sw, ALICE), "op", "undo", "12")  # 13
+    sw.ok(*as_(sw, ALICE), "op", "undo", "13")  # 14: 12 is in effect again
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["fix"])  # 15
+    sw.ok(*as_(sw, ALICE), "op", "undo", "15")  # 16
+    error = sw(*as_(sw, AGENT), "op", "undo", "6").error  # release/v1 names base
+    assert error["details"]["conflicts"][0]["moved_by"] == [7, 9, 10, 11, 12, 13, 14, 15, 16]
+    # 15 and 16 cancel, and so do 13 and 14; 12 is in effect (its undo 13 was undone).
+    assert error["next"]["arguments"] == {"op": 12}
+    assert error["hint"] == "Undo op 12 first (the latest op still in effect that moved release/v1), then undo op 6."
+
+
 def test_undo_of_an_undo_redoes(sw, golden):
     ids = build_golden_store(sw)
     undo = sw(*as_(sw, AGENT), "op", "undo", "6")  # 7: release/v1 back to base

@@ -234,6 +234,13 @@ def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
     return taken_back
 
 
+def cancelling(conn: Conn, ops: Iterable[int]) -> set[int]:
+    """Those of `ops` that cancel out among themselves: each op taken back now by an undo (or a
+    revert) that is among `ops` too, and that undo. What is left of `ops` is in effect."""
+    given = set(ops)
+    return {op for pair in undos_in_effect(conn, given).items() if pair[1] in given for op in pair}
+
+
 def _newest_undos(conn: Conn, ops: Sequence[int]) -> dict[int, int]:
     """The newest undo or revert of each op of `ops` that has one."""
     found = reverts.newest_reverts_of(conn, ops)

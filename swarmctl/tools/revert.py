@@ -5,8 +5,9 @@ How a selection's effect is worked out, ref by ref: the net effect of the select
 is to put it back to what it named before its oldest selected move. That is safe only if nothing
 but the selection moved the ref since: every later move must be by a selected op, or by an op
 that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
-undo cancel out). Any other move, even one later moved back, is someone else's work in between,
-and stops the revert (E_CAS_MISMATCH, naming those ops).
+undo cancel out), or an op outside the selection that was taken back since, with the undo that
+took it back (they cancel out too). Any other move, even one later moved back by another move, is
+someone else's work in between, and stops the revert (E_CAS_MISMATCH, naming those ops).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
     Each ref the selected ops moved goes back to what it named before its oldest selected move.
     Ops already undone, and undos whose op is selected too, cancel out; an undo selected without
     its op is taken back like any op (that redoes). A ref that anyone outside the selection moved
-    after its oldest selected move (even if it was later moved back) stops it: E_CAS_MISMATCH,
+    after its oldest selected move (even if it was later moved back, unless by the undo of that
+    move: the two cancel out) stops it: E_CAS_MISMATCH,
     nothing written, `error.details.conflicts` naming those ops in `moved_by`, and `error.next`
     the undo of the newest of them (or widen the selection to include them). Each op taken back
     gets `undone_by` = the revert; `op undo` of the revert takes it all back. Run again with the
@@ -187,6 +189,9 @@ def _net_effect(
     found, net = [], []
     for name, (oldest, before) in first.items():
         outside = [op for op in queries.moves_after(conn, name, oldest) if op not in scope]
+        if outside:  # an outside op taken back since by another outside op: the two cancel out
+            cancelled = queries.cancelling(conn, outside)
+            outside = [op for op in outside if op not in cancelled]
         actual = queries.ref_target(conn, name)
         if outside:
             found.append(conflicts.Conflict(name, newest[name], actual, outside))

@@ -172,7 +172,7 @@ def _undo_policy(
     made = policies.made_by(conn, target)
     # The policy must still be what `target` made it (a later change undone since is no change).
     if found is None or made is None or found.text != made.text:
-        later = found.op if found is not None else None
+        later = _policy_made_by(conn, found.op) if found is not None else None
         raise conflicts.cas_mismatch(
             [],
             f"cannot undo op {target}: the policy was changed since, by op {later}; nothing was written",
@@ -188,6 +188,20 @@ def _undo_policy(
         op = writer.append_op("undo", description or f"undo op {target}: {what}{suffix}", undoes=target)
         policies.record(writer, op, previous.text if previous else None)
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
+
+
+def _policy_made_by(conn: Conn, op: int) -> int:
+    """The change of the policy whose version is in force through op `op`'s record: `op` itself,
+    or, where `op` was an undo (which put back the version before the change it took back), the
+    change that made that version. Its undo is the one to take first: the undo of an undo would
+    redo a change taken back, and a caller that follows `next` would go round and round."""
+    record = records.op_records(conn, [op])[0]
+    while record.kind == "undo" and record.undoes is not None:
+        before = policies.version_before(conn, record.undoes)
+        if before is None:
+            break
+        op, record = before.op, records.op_records(conn, [before.op])[0]
+    return op
 
 
 def _undid_token_create(conn: Conn, record: records.OpRow) -> bool:
@@ -228,7 +242,7 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
     _refuse_moved_since(
         conn, moves, target, {"op": target},
         lambda names_moved: f"cannot undo op {target}: {names_moved} moved since; nothing was written",
-        lambda later, names_moved: f"Undo op {later} first (the latest op that moved {names_moved}), then undo op {target}.",
+        lambda later, which: f"Undo op {later} first ({which}), then undo op {target}.",
     )
 
 
@@ -238,7 +252,7 @@ def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[records
     _refuse_moved_since(
         conn, [Move(m.name, old=m.new, new=m.new) for m in moved], prior, {"op": target, "undone_by": prior},
         lambda names_moved: f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
-        lambda later, names_moved: f"Undo op {later} first (the latest op that moved {names_moved}); then op {target} is undone as op {prior} left it.",
+        lambda later, which: f"Undo op {later} first ({which}); then op {target} is undone as op {prior} left it.",
     )
 
 
@@ -247,19 +261,33 @@ def _refuse_moved_since(
     message: Callable[[str], str], first: Callable[[int, str], str],
 ) -> None:
     """E_CAS_MISMATCH if a ref of `expected` moved after op `since`: `message` words it from the
-    refs' names, `first` the hint from the latest op that moved them (the one to undo first)."""
+    refs' names, `first` the hint from the op to undo first and what it moved (`_first_to_undo`)."""
     found = conflicts.find(conn, expected, since=since)
     if not found:
         return
-    later = max((op for c in found for op in c.moved_by), default=None)
-    names_moved = conflicts.listed(found)
+    later, which = _first_to_undo(conn, found)
     raise conflicts.cas_mismatch(
         found,
-        message(names_moved),
+        message(conflicts.listed(found)),
         details=details,
-        hint=first(later, names_moved) if later is not None else "Re-read the refs; nothing was written.",
+        hint=first(later, which) if later is not None else "Re-read the refs; nothing was written.",
         next=UNDO.call(op=later) if later is not None else None,
     )
+
+
+def _first_to_undo(conn: Conn, found: list[conflicts.Conflict]) -> tuple[int | None, str]:
+    """The op to undo first: the latest of the refs' later moves that is still in effect, and
+    which op that is, in words (`the latest op that moved main`, naming the refs it moved).
+    A later move taken back since (`op undo`, `op revert`) and the undo that took it back cancel
+    out: naming that undo would redo the move, and a caller that follows `next` would go round
+    and round (undo, undo of the undo, ...), one op a turn. None: every later move was taken
+    back."""
+    moved = {op for c in found for op in c.moved_by}
+    later = max(moved - queries.cancelling(conn, moved), default=None)
+    if later is None:
+        return None, ""
+    refs = conflicts.listed([c for c in found if later in c.moved_by])
+    return later, f"the latest op that moved {refs}" if later == max(moved) else f"the latest op still in effect that moved {refs}"
 
 
 # --- registry entry --------------------------------------------------------------------------
