@@ -123,6 +123,33 @@ def test_undo_of_a_create_revokes_it_and_cannot_be_taken_back(sw):
         assert tokens.by_value(conn, made["token"]).revoked_at is not None
 
 
+def test_under_a_policy_only_an_admin_revokes_a_token_by_undoing_its_create(sw):
+    """`op undo` of a token_create revokes the token: under a policy it is held to the rule
+    `token revoke` is (admins only), and to `[undo] others`. It went round both: any agent (or
+    any holder of a token over `mcp --http`) could revoke anyone's token, a person's too."""
+    _init(sw)
+    (sw.tmp / "policy.toml").write_text('admins = ["human/*"]\n[undo]\nothers = ["human/*"]\n')
+    sw.ok(*as_(sw, ALICE), "policy", "set", str(sw.tmp / "policy.toml"))  # op 2
+    made = _create(sw, "human/bob")  # op 3
+    before = op_count(sw.store)
+    for args in (("op", "undo", "3"), ("op", "undo", "3", "--dry-run"), ("token", "revoke", "3")):
+        ran = sw(*as_(sw, "agent/x"), *args)
+        assert (ran.exit, ran.error["code"], ran.error["details"]["rule"]) == (6, "E_FORBIDDEN", "admins"), ran.stdout
+    checked = sw.ok(*as_(sw, ALICE), "policy", "check", "--actor", "agent/x", "undo", '{"op": 3}')
+    assert checked["allowed"] is False and checked["rule"] == "admins"
+    assert op_count(sw.store) == before
+    assert sw.ok("--repo", str(sw.store), "token", "list")["tokens"][0]["revoked_at"] is None
+    # An admin who made no token may revoke another's by the undo only if `[undo] others` names them.
+    (sw.tmp / "admins.toml").write_text('admins = ["human/*", "agent/ops"]\n[undo]\nothers = ["human/*"]\n')
+    sw.ok(*as_(sw, ALICE), "policy", "set", str(sw.tmp / "admins.toml"))
+    ran = sw(*as_(sw, "agent/ops"), "op", "undo", "3")
+    assert (ran.error["code"], ran.error["details"]["rule"]) == ("E_FORBIDDEN", "undo.others")
+    assert sw.ok(*as_(sw, "human/carol"), "op", "undo", "3")["undone"] == 3
+    with connect(sw.store) as conn:
+        assert tokens.by_value(conn, made["token"]).revoked_at is not None
+    assert problems(sw.store) == []
+
+
 def test_bad_input_is_refused_before_anything_is_written(sw):
     _init(sw)
     for args, field in [(("agent/w1", "--expires", "soon"), "expires"), (("agent/w1", "--expires", "2020-01-01"), "expires"),

@@ -215,7 +215,14 @@ def _undo_token(
     conn: Conn, target: int, record: records.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
 ) -> UndoResult:
     """The undo of a token_create revokes the token; a revocation is final, so the undo of a
-    token_revoke (or of the undo that revoked a token) is E_REFUSED."""
+    token_revoke (or of the undo that revoked a token) is E_REFUSED. Under a policy it is held
+    to the rules `token revoke` is (admins only) and to `[undo] others`, as any undo is: without
+    them, anyone could revoke any token, a person's too, by undoing the op that made it."""
+    from swarmctl import policy as rules
+
+    policy = policies.current(conn)
+    rules.refuse(rules.may_admin(policy, actor, f"undo op {target}, which manages a token"))
+    rules.refuse(rules.may_undo(policy, actor, target, record.actor))
     if record.kind != "token_create":
         raise SwarmError(
             "E_REFUSED",
