@@ -148,6 +148,9 @@ class Context:
         self.progress: Callable[[dict[str, Any]], None] | None = None
         # A door may set this to show warnings to people (the CLI: on stderr). None: drop them.
         self.on_warning: Callable[[str], None] | None = None
+        # A door that runs no command a call brings (`mcp --http` without --allow-run) sets this
+        # to the error to refuse one with; the tool asks it of the definition it read, once.
+        self.refuse_commands: Callable[[], SwarmError] | None = None
 
     @property
     def auth(self) -> str:

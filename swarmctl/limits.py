@@ -164,10 +164,33 @@ def read_lines(stream: BinaryIO) -> Iterator[list[bytes | None]]:
         yield last
 
 
-def read_file(path: str | os.PathLike, what: str) -> bytes:
-    """A file's bytes, held to the bound (`/dev/zero` is refused, not read to its end)."""
-    with open(path, "rb") as f:
+def read_file(path: str | os.PathLike, what: str, *, regular: bool = False) -> bytes:
+    """A file's bytes, held to the bound (`/dev/zero` is refused, not read to its end).
+    `regular`: only a regular file's, NotRegularFile for anything else, before anything is read
+    (a FIFO is opened without waiting for a writer, which may never come)."""
+    if not regular:
+        with open(path, "rb") as f:
+            return read_bounded(f, what)
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(_FILE_TYPES.get(stat.S_IFMT(mode), "not a regular file"))
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as f:
         return read_bounded(f, what)
+
+
+class NotRegularFile(OSError):
+    """What `read_file(..., regular=True)` found instead: its args[0] says what it is."""
+
+
+_FILE_TYPES = {0o040000: "a directory", 0o010000: "a FIFO (named pipe)", 0o020000: "a character device",
+               0o060000: "a block device", 0o140000: "a socket"}
 
 
 def check_size(data: str | bytes, what: str) -> None:

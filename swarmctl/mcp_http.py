@@ -243,7 +243,7 @@ class HttpDoor:
         except SwarmError as exc:
             return failure(name if name in self.tools else None, exc, Meta(auth="token"))
         tool = self.tools.get(name)
-        refused = self.refusal(tool, arguments, caller) if tool is not None else None
+        refused = self.refusal(tool, caller) if tool is not None else None
         if refused is not None:
             return failure(name, refused, Meta(auth=caller.auth))
         state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
@@ -252,9 +252,11 @@ class HttpDoor:
     def run(self, caller: Caller, name: str, arguments: Any, rejected: SwarmError | None) -> dict[str, Any]:
         auth = "token" if caller.auth == "token" else None
         ctx = Context(repo=self.options.repo, actor=caller.actor, stores=self.stores.get(), auth=auth)
+        if not self.options.allow_run:
+            ctx.refuse_commands = _commands_refused
         return call_tool(name, arguments, ctx, self.tools, rejected=rejected)
 
-    def refusal(self, tool: Tool, arguments: Any, caller: Caller) -> SwarmError | None:
+    def refusal(self, tool: Tool, caller: Caller) -> SwarmError | None:
         if caller.read_only and tool.mutates:
             return SwarmError(
                 "E_FORBIDDEN",
@@ -262,31 +264,19 @@ class HttpDoor:
                 details={"tool": tool.name, "actor": caller.actor, "read_only": True},
                 hint="Use a token made without --read-only (`swarmctl token create ACTOR`).",
             )
-        if tool.name == "workflow_run" and not self.options.allow_run and _runs_commands(arguments):
-            return SwarmError(
-                "E_FORBIDDEN",
-                "workflow_run of a workflow with command steps over HTTP needs a server started with --allow-run",
-                details={"tool": tool.name, "allow_run": False},
-                hint="Start the server with `swarmctl mcp --http HOST:PORT --allow-run`, or run the workflow with the CLI on the store's host.",
-            )
         return None
 
 
-def _runs_commands(arguments: Any) -> bool:
-    """Whether the workflow file a workflow_run names has a `run` step (an unreadable one: the
-    tool itself says what is wrong with it)."""
-    from pathlib import Path
-
-    from swarmctl.tools.workflow import definition
-
-    path = arguments.get("file") if isinstance(arguments, dict) else None
-    if not isinstance(path, str) or not path:
-        return False
-    try:
-        steps = definition.load(Path(path)).get("steps", [])
-    except (SwarmError, OSError, ValueError):
-        return False
-    return any("run" in step for step in steps)
+def _commands_refused() -> SwarmError:
+    """workflow_run of a definition with a `run` step, at a server started without --allow-run.
+    The tool asks it of the definition it read and runs (Context.refuse_commands): a check of
+    its own read of the file would let a file changed between the two reads run its commands."""
+    return SwarmError(
+        "E_FORBIDDEN",
+        "workflow_run of a workflow with command steps over HTTP needs a server started with --allow-run",
+        details={"tool": "workflow_run", "allow_run": False},
+        hint="Start the server with `swarmctl mcp --http HOST:PORT --allow-run`, or run the workflow with the CLI on the store's host.",
+    )
 
 
 # --- the app, and serving it -----------------------------------------------------------------

@@ -5,6 +5,7 @@ Every wait here is on an event: the server's `listening on` line, a response, a 
 writes, the clock passing a token's expiry."""
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -246,6 +247,49 @@ def test_workflow_run_with_commands_needs_allow_run(sw):
     with _serve(sw, "--allow-run") as server, HttpClient(server.url, token) as client:
         ran = client.envelope("workflow_run", {"file": str(sw.tmp / "wf.toml")})
     assert ran["ok"] and ran["result"]["workflow"]["state"] == "completed", ran
+
+
+_READS = """
+import sys, anyio
+from swarmctl.http_address import Options
+from swarmctl.mcp_http import HttpDoor
+repo, path = sys.argv[1], sys.argv[2]
+opened = []
+sys.addaudithook(lambda event, args: opened.append(event) if event == "open" and args and str(args[0]) == path else None)
+door = HttpDoor(Options("127.0.0.1", 0, repo=repo, actor="agent/w1", auth="trust"))
+envelope = anyio.run(door.dispatch, None, "workflow_run", {"file": path})
+print(len(opened), envelope["ok"] or envelope["error"]["code"])
+"""
+
+
+def test_the_allow_run_check_is_made_on_the_one_read_of_the_file_that_runs(sw):
+    """The HTTP door read the workflow file to look for `run` steps, then the tool read it again
+    to run it: a file changed between the two reads (a FIFO made it certain) passed the check
+    with one definition and ran the commands of another. Now the tool asks the door's rule of
+    the one definition it read. A FIFO, or anything but a regular file, is refused unread (the
+    door's own read of one held the server's event loop until a writer came)."""
+    _init(sw)
+    (sw.tmp / "wf.toml").write_text('name = "w"\n[[step]]\nname = "s"\nrun = ["true"]\n')
+    ran = subprocess.run([sys.executable, "-c", _READS, str(sw.store), str(sw.tmp / "wf.toml")],
+                         capture_output=True, text=True, env=sw.env, timeout=120)
+    assert ran.stdout.split() == ["1", "E_FORBIDDEN"], ran.stdout + ran.stderr
+    fifo = sw.tmp / "wf.fifo"
+    os.mkfifo(fifo)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        try:
+            session = _session(server.url, token)
+            answer = _post(server.url, _call("workflow_run", {"file": str(fifo)}), token, **session)  # 60 s at most
+        finally:
+            try:  # a read still waiting for a writer (the defect) gets one, and the server can stop
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        with HttpClient(server.url, token) as client:
+            assert client.envelope("ref_list", {})["ok"]  # served on
+    refused = json.loads(next(line[5:] for line in answer.text.splitlines() if line.startswith("data:")))["result"]["structuredContent"]
+    assert refused["error"]["code"] == "E_INVALID_ARG"
+    assert refused["error"]["message"] == f"workflow file {fifo} is a FIFO (named pipe), not a regular file"
 
 
 def test_a_call_whose_client_went_away_runs_to_completion(sw):

@@ -104,6 +104,8 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     actor = ctx.require_actor()
     path = ctx.path(req.file).absolute()
     spec = definition.load(path)
+    if ctx.refuse_commands is not None and any("run" in step for step in spec["steps"]):
+        raise ctx.refuse_commands()  # asked of what is run: the file is read once
     guards.require_env(spec["steps"])
     store = ctx.store()
     with store.write(actor) as w:

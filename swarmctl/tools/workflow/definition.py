@@ -78,7 +78,9 @@ def load(path: Path) -> dict[str, Any]:
     """The checked definition in `path` (a TOML file), as plain values."""
     try:
         # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `workflow run /dev/zero` is refused, not read
-        text = limits.read_file(path, f"workflow file {path}").decode("utf-8")
+        text = limits.read_file(path, f"workflow file {path}", regular=True).decode("utf-8")
+    except limits.NotRegularFile as exc:  # a FIFO would hold the read (and a server's thread) until a writer came
+        raise invalid(f"workflow file {path} is {exc.args[0]}, not a regular file", file=str(path)) from None
     except FileNotFoundError:
         if path.name == "-":  # `workflow run -`, as `policy set -` and `call TOOL -` read stdin
             raise SwarmError(
