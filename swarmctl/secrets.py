@@ -99,13 +99,21 @@ def redact(value: Any) -> Any:
 # holds the value up to its end (`Authorization: Bearer a b` hides `a b`), and the argument after a secret-named flag
 # (`--token V`, `-password V`) is a value as a whole.
 
-_ASSIGNMENT = re.compile(
-    r"""(?P<kq>["']?)(?P<key>[A-Za-z0-9_.-]+)(?P=kq)\s*[=:]\s*"""
-    r"""(?:(?:bearer|basic|token|digest|bot|negotiate)[ \t]+)?"""
+# A key and its `=` or `:`, where a key starts: after a character no key holds (or its
+# quote). Where one could start anywhere, a run of key characters with no `=` or `:` after it
+# (a line of progress dots, a long hex string) was scanned again from each of its characters:
+# time that grew with the square of the run's length, hours for a megabyte of output.
+_KEY = re.compile(r"""(?P<kq>["']?)(?<![A-Za-z0-9_.-])(?P<key>[A-Za-z0-9_.-]+)(?P=kq)\s*[=:]""")
+# What follows a key's `=` or `:`: its value (only a secret-named key's value is looked for).
+_VALUE = re.compile(
+    r"""\s*(?:(?:bearer|basic|token|digest|bot|negotiate)[ \t]+)?"""
     r"""(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;]+))""",
     re.IGNORECASE,
 )
-_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:(?P<password>[^\s/?#@]+)@")
+# A URL's userinfo after its `://` (the scheme before it is looked for from there, backwards).
+_SCHEME_END = re.compile(r"://")
+_USERINFO = re.compile(r"[^\s/?#@:]*:(?P<password>[^\s/?#@]+)@")
+_SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 
 
 class Span(NamedTuple):
@@ -120,21 +128,43 @@ def secret_spans(text: str, *, whole: bool = False) -> list[Span]:
     """Each secret value in `text`, in order, not overlapping (see the grammar above). With
     `whole` (one argument of a command line), an assignment at the start runs to the end."""
     found: list[Span] = []
-    pos = 0
-    while (m := _ASSIGNMENT.search(text, pos)) is not None:
-        group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
-        if not is_secret_key(m.group("key")):
-            pos = m.start(group)  # look again inside the value: `x=token=V`
+    pos = 0  # where the last secret value ended: a key inside it is part of it
+    for key in _KEY.finditer(text):
+        if key.start() < pos or not is_secret_key(key.group("key")):
+            continue  # a key that names no secret: its value is looked in for one (`x=token=V`)
+        m = _VALUE.match(text, key.end())
+        if m is None:
             continue
+        group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
         start, end = m.span(group)
-        if whole and m.start() == 0 and group == "bare":
+        if whole and key.start() == 0 and group == "bare":
             end = len(text)
         if end > start:
-            found.append(Span(start, end, m.group("key")))
+            found.append(Span(start, end, key.group("key")))
         pos = max(end, m.end())
-    for m in _USERINFO.finditer(text):
-        found.append(Span(*m.span("password"), "password"))
+    found += _url_passwords(text)
     return _disjoint(found)
+
+
+def _url_passwords(text: str) -> list[Span]:
+    """The password of each URL's userinfo (`https://user:V@host`): found from each `://`,
+    the scheme before it (a letter, then letters, digits, `+`, `.`, `-`) looked for backwards,
+    so that a long run of scheme characters is read once, not from each of its characters."""
+    found: list[Span] = []
+    done = 0  # where the last URL's password ended
+    for sep in _SCHEME_END.finditer(text):
+        start = at = sep.start()
+        while start > done and text[start - 1] in _SCHEME_CHARS:
+            start -= 1
+        while start < at and not (text[start].isascii() and text[start].isalpha()):
+            start += 1
+        if start == at:
+            continue  # no scheme
+        m = _USERINFO.match(text, sep.end())
+        if m is not None:
+            found.append(Span(*m.span("password"), "password"))
+            done = m.end()
+    return found
 
 
 def _disjoint(spans: list[Span]) -> list[Span]:
@@ -167,9 +197,11 @@ def argv_secrets(argv: Iterable[str]) -> list[tuple[int, Span]]:
 
 
 def _masked(text: str, spans: Iterable[Span]) -> str:
-    for span in sorted(spans, reverse=True):
-        text = text[: span.start] + MASK + text[span.end :]
-    return text
+    pieces, at = [], 0
+    for span in sorted(spans):  # disjoint: each piece copied once, however many secrets
+        pieces += (text[at : span.start], MASK)
+        at = span.end
+    return "".join(pieces) + text[at:]
 
 
 def redact_argv(argv: Iterable[str] | None) -> list[str] | None:

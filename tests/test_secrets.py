@@ -144,3 +144,31 @@ def test_every_form_of_the_grammar_is_hidden_in_text_and_argv_and_refused_in_a_d
     # The same argument with the value taken from the environment is accepted as it is.
     from_env = form(key, "${env:SECRET_VALUE}")
     assert definition.check_step({"name": "s", "run": ["prog", *before, from_env]}, 1)["run"][-1] == from_env
+
+
+def test_text_is_read_in_time_that_grows_with_its_length_not_its_square(tmp_path):
+    """A run of characters a key may hold with no `=` or `:` after it (a line of progress dots,
+    a long hex string), or of a URL scheme's with no `://`, was scanned again from each of its
+    characters: 20,000 dots took 9 s, and the megabyte of a step's output that is scrubbed would
+    have taken hours, after the command had ended. Here a megabyte of each, in a process of its
+    own given a minute (the reading takes a fraction of a second); a secret after the run is
+    still found."""
+    import subprocess
+    import sys
+
+    script = (
+        "from swarmctl.secrets import redact_text\n"
+        "run = 1_000_000\n"
+        "for text in ('.' * run, 'a' * run, 'ab:' * (run // 3), 'x://' + 'a' * run, ('-' * 50 + ' ') * (run // 51)):\n"
+        "    assert redact_text(text + ' password=hunter22 https://u:pw1234@host') == text + ' password=*** https://u:***@host'\n"
+        "print('read')\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.stdout == "read\n", ran.stderr
+
+
+def test_a_key_or_a_url_after_other_characters_is_still_found():
+    assert redact_text("-https://u:pw1234@host") == "-https://u:***@host"
+    assert redact_text("(see.https://u:pw1234@h)") == "(see.https://u:***@h)"
+    assert redact_text('x"token"=abc123') == 'x"token"=***'
+    assert redact_text("x=token=abc123 a.b.PASSWORD: s3cret;") == "x=token=*** a.b.PASSWORD: ***;"
