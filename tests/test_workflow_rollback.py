@@ -166,6 +166,36 @@ def test_an_op_already_undone_by_hand_is_not_undone_twice(sw, kit):
     assert kit("op", "log", "-n", "1", actor=None).result["ops"][0]["op"] == 5  # no new op
 
 
+def test_steps_that_moved_one_ref_are_predicted_as_undone_in_turn(sw, kit):
+    """The rollback undoes last first, so each undo finds the ref as the undo before it left it.
+    Each was predicted against the ref as it is now: with two steps on one ref, the first was
+    predicted to fail (E_CAS_MISMATCH, blaming the workflow's own later step) and the preview's
+    state_after was rollback_failed, while the confirmed rollback undid both."""
+    _, wf = kit.run(
+        'name = "w"\n[[step]]\nname = "promote"\nref_set = { name = "rel", to = "main" }\n'
+        '[[step]]\nname = "again"\nref_set = { name = "rel", to = "%s" }\n'
+        '[[step]]\nname = "drop"\nref_delete = { name = "rel" }\n' % kit.c1
+    )
+    preview = kit("workflow", "rollback", wf, "--include-completed").result["blast_radius"]
+    main = kit("ref", "show", "main", actor=None).result["target"]
+    assert [(e["step"], e["predicted"]) for e in preview["would_roll_back"]] == [
+        ("drop", {"outcome": "ok", "ref_moves": [{"name": "rel", "new": kit.c1}]}),
+        ("again", {"outcome": "ok", "ref_moves": [{"name": "rel", "new": main}]}),
+        ("promote", {"outcome": "ok", "ref_moves": [{"name": "rel", "new": None}]}),
+    ]
+    assert preview["state_after"] == "rolled_back"
+    confirmed = kit("workflow", "rollback", wf, "--include-completed", "--confirm").result
+    assert confirmed["state"] == "rolled_back"
+    assert [r["status"] for r in confirmed["results"]] == ["rolled_back"] * 3
+    assert "rel" not in {r["name"] for r in kit("ref", "list", actor=None).result["refs"]}
+    # A move in between is still predicted: the last step's undo fails, and so does the first's.
+    _, wf = kit.run('name = "w2"\n[[step]]\nname = "a"\nref_set = { name = "rel2", to = "main" }\n'
+                    '[[step]]\nname = "b"\nref_set = { name = "rel2", to = "%s" }\n' % kit.c1, name="w2.toml")
+    kit("ref", "delete", "rel2", actor=AGENT)  # b's undo fails, so a's finds rel2 gone too
+    preview = kit("workflow", "rollback", wf, "--include-completed").result["blast_radius"]
+    assert [(e["step"], e["predicted"]["outcome"]) for e in preview["would_roll_back"]] == [("b", "fails"), ("a", "fails")]
+
+
 def _hint_command(hint: str) -> list[str]:
     """The command a preview's hint tells the user to run (between backticks)."""
     return shlex.split(hint.split("`")[1])

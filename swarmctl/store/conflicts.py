@@ -31,16 +31,21 @@ class Expected(Protocol):
     def old(self) -> str | None: ...
 
 
-def find(conn: Conn, moves: Iterable[Expected], since: int | Mapping[str, int] | None) -> list[Conflict]:
+def find(
+    conn: Conn, moves: Iterable[Expected], since: int | Mapping[str, int] | None,
+    now: Mapping[str, str | None] | None = None,
+) -> list[Conflict]:
     """The refs of `moves` that do not name their `old` now, in the order given.
 
     `since` is the baseline op the caller checked the refs at (one for all, or one per ref
     name): `moved_by` lists the ops after it that moved the ref. None: the op that last moved it.
+    `now`: what refs will name when the move is made, where that is not what the store holds
+    (a prediction: see undo.plan_undo).
     """
     found = []
     for m in moves:
         row = queries.ref_row(conn, m.name)
-        actual = row.target if row else None
+        actual = now[m.name] if now is not None and m.name in now else row.target if row else None
         if actual == m.old:
             continue
         baseline = since.get(m.name) if isinstance(since, Mapping) else since

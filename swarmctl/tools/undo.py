@@ -6,7 +6,7 @@ start-up), nor `op undo` the log's. Other tools that take back store effects (re
 restore, workflow rollback, a transaction's undo) call `undo_in` and `plan_undo`.
 """
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from swarmctl import names
 from swarmctl.context import Context
@@ -82,12 +82,14 @@ def undo(ctx: Context, req: UndoReq) -> UndoResult:
         return undo_in(w, resolve_op(ctx, w.conn, req.op))
 
 
-def plan_undo(conn: Conn, target: int, actor: str, at: str) -> UndoResult:
+def plan_undo(conn: Conn, target: int, actor: str, at: str, refs_now: Mapping[str, str | None] | None = None) -> UndoResult:
     """What undoing `target` would do now, writing nothing (`op` is null unless a replay).
+    `refs_now`: what refs will name by then, where that differs from the store (a rollback's
+    preview: what the undos before this one in the same rollback leave them naming).
 
     Raises what the undo itself would: E_NOTHING_TO_UNDO, or E_CAS_MISMATCH with the conflicts.
     """
-    return _undo(conn, target, actor, at, writer=None)
+    return _undo(conn, target, actor, at, writer=None, refs_now=refs_now)
 
 
 def undo_in(w: Writer, target: int, *, kind: str = "undo", description: str | None = None) -> UndoResult:
@@ -105,6 +107,7 @@ def _undo(
     writer: Writer | None,
     kind: str = "undo",
     description: str | None = None,
+    refs_now: Mapping[str, str | None] | None = None,
 ) -> UndoResult:
     prior = queries.undo_in_effect(conn, target)
     record = records.op_records(conn, [target])[0]
@@ -113,7 +116,7 @@ def _undo(
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m.name for m in record.ref_moves}
         undone_moves = [m for m in done.ref_moves if m.name in moved]
-        _check_still_undone(conn, target, prior, undone_moves)
+        _check_still_undone(conn, target, prior, undone_moves, refs_now)
         return UndoResult(
             undone=target,
             op=prior,
@@ -133,7 +136,7 @@ def _undo(
         )
     moves = [Move(m.name, old=m.new, new=m.old) for m in record.ref_moves]
     refuse_forbidden_undo(conn, actor, target, record.actor, [m.name for m in moves])
-    _check_unmoved(conn, target, moves)
+    _check_unmoved(conn, target, moves, refs_now)
     op = None
     if writer is not None:
         op = writer.append_op(kind, description or f"undo op {target}: {record.description}", moves, undoes=target)
@@ -244,32 +247,34 @@ def _undo_token(
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
-def _check_unmoved(conn: Conn, target: int, moves: list[Move]) -> None:
+def _check_unmoved(conn: Conn, target: int, moves: list[Move], refs_now: Mapping[str, str | None] | None = None) -> None:
     """Every ref must still name what `target` left it naming; else say who moved it since."""
     _refuse_moved_since(
-        conn, moves, target, {"op": target},
+        conn, moves, target, {"op": target}, refs_now,
         lambda names_moved: f"cannot undo op {target}: {names_moved} moved since; nothing was written",
         lambda later, which: f"Undo op {later} first ({which}), then undo op {target}.",
     )
 
 
-def _check_still_undone(conn: Conn, target: int, prior: int, moved: list[records.MoveRow]) -> None:
+def _check_still_undone(
+    conn: Conn, target: int, prior: int, moved: list[records.MoveRow], refs_now: Mapping[str, str | None] | None = None
+) -> None:
     """A replay reports the undo in effect only if every ref still names what that undo left it
     naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
     _refuse_moved_since(
-        conn, [Move(m.name, old=m.new, new=m.new) for m in moved], prior, {"op": target, "undone_by": prior},
+        conn, [Move(m.name, old=m.new, new=m.new) for m in moved], prior, {"op": target, "undone_by": prior}, refs_now,
         lambda names_moved: f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
         lambda later, which: f"Undo op {later} first ({which}); then op {target} is undone as op {prior} left it.",
     )
 
 
 def _refuse_moved_since(
-    conn: Conn, expected: list[Move], since: int, details: dict[str, Any],
+    conn: Conn, expected: list[Move], since: int, details: dict[str, Any], refs_now: Mapping[str, str | None] | None,
     message: Callable[[str], str], first: Callable[[int, str], str],
 ) -> None:
     """E_CAS_MISMATCH if a ref of `expected` moved after op `since`: `message` words it from the
     refs' names, `first` the hint from the op to undo first and what it moved (`_first_to_undo`)."""
-    found = conflicts.find(conn, expected, since=since)
+    found = conflicts.find(conn, expected, since=since, now=refs_now)
     if not found:
         return
     later, which = _first_to_undo(conn, found)

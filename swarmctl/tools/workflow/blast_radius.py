@@ -13,7 +13,9 @@ Each step lands in exactly one list, by its observed status:
 | no_effect           | gates, store steps that moved no ref or failed (all-or-nothing), steps never run |
 
 A store step's undo is predicted with `op.plan_undo`, which raises what the real undo would:
-a ref moved since shows up as a predicted E_CAS_MISMATCH. `blockers` are what `--confirm`
+a ref moved since shows up as a predicted E_CAS_MISMATCH. Each is predicted as the rollback
+makes it, after the undos of the steps after it: two steps that moved one ref are undone in
+turn, each finding the ref as the undo before it left it. `blockers` are what `--confirm`
 refuses (E_REFUSED), each `{code, message}`; `unmeasured` says what the preview cannot know.
 The types of all of it are in rollback_types.py (BlastRadius), so the MCP outputSchema shows them.
 
@@ -90,9 +92,12 @@ def compute(
     """The blast radius and its `preview_id` (see the module docstring)."""
     lists: dict[str, list[Any]] = {name: [] for name in LISTS}
     programs: dict[str, str | None] = {}  # each rollback program is looked up once
-    for step in reversed(wf.steps):  # last first, in every list
-        where, entry = _place(conn, wf, step, actor, at, programs)
+    refs_now: dict[str, str | None] = {}  # what the undos predicted so far leave refs naming
+    for step in reversed(wf.steps):  # last first, in every list, as the rollback undoes them
+        where, entry = _place(conn, wf, step, actor, at, programs, refs_now)
         lists[where].append(entry)
+        if where == "would_roll_back" and isinstance(entry.predicted, PredictedOk):
+            refs_now.update((m.name, m.new) for m in entry.predicted.ref_moves)
     for entry in lists["unknown_effects"]:
         entry.acknowledged = ACKNOWLEDGE_ALL in acknowledged or entry.step in acknowledged
     radius = BlastRadius(
@@ -131,7 +136,8 @@ def _unknown(step: Step, during: str | None) -> UnknownEffect:
 
 
 def _place(
-    conn: Conn, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None]
+    conn: Conn, wf: Workflow, step: Step, actor: str, at: str, programs: dict[str, str | None],
+    refs_now: Mapping[str, str | None],
 ) -> tuple[str, Any]:
     status = step.observed
     if step.problems or status not in STEP_STATUSES or step.kind not in definition.KINDS:
@@ -165,7 +171,7 @@ def _place(
     elif step.op is None:
         return "no_effect", _note(step, "it moved no ref (the ref already named the target)")
     else:
-        undo, predicted = UndoByOp(op_undo=step.op), _predict(conn, step.op, actor, at)
+        undo, predicted = UndoByOp(op_undo=step.op), _predict(conn, step.op, actor, at, refs_now)
     return "would_roll_back", RollbackEntry(
         step=step.name, index=step.idx, kind=step.kind, status=status, undo=undo, predicted=predicted,
         retry=status == "rollback_failed",
@@ -178,9 +184,11 @@ def _path_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-def _predict(conn: Conn, op: int, actor: str, at: str) -> Predicted:
+def _predict(conn: Conn, op: int, actor: str, at: str, refs_now: Mapping[str, str | None]) -> Predicted:
+    """The undo of `op`, after the undos of the steps after it (`refs_now`: what they leave
+    refs naming): each is predicted as the rollback will make it, last first."""
     try:
-        planned = plan_undo(conn, op, actor, at)
+        planned = plan_undo(conn, op, actor, at, refs_now)
     except SwarmError as exc:
         return PredictedUndoFailure("fails", exc.code, exc.message, exc.details)
     if planned.already_applied:
