@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, build_golden_store
+from core_helpers import AGENT, ALICE, build_golden_store, refs
 from swarmctl import registry
 from swarmctl.envelope import dumps
 
@@ -197,6 +197,21 @@ def test_call_lines_with_a_tool_or_stop_on_error_alone_is_bad_usage(sw):
         ran = sw(*args)
         assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), args
         assert "usage" in ran.error["details"]
+
+
+def test_call_lines_refuses_quiet_and_table_rather_than_ignore_them(sw):
+    """`-q` and `-o table` were ignored by `call --lines`: every envelope was printed as JSON on
+    stdout. Its output is JSON Lines, so either is bad usage, and no line is read or run.
+    SWARMCTL_OUTPUT=table, a shell's preference for every command, is left aside there."""
+    build_golden_store(sw)
+    line = lines({"tool": "ref_set", "arguments": {"name": "q", "target": "main", "create": True}})
+    for flags, said in ((("-q",), "-q/--quiet does not go with --lines"), (("-o", "table"), "-o table does not go with --lines")):
+        ran = sw.process("--repo", str(sw.store), "--as", AGENT, *flags, "call", "--lines", input=line)
+        assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
+        assert said in ran.stderr
+    assert "q" not in refs(sw.store)
+    ran = sw.process("--repo", str(sw.store), "--as", AGENT, "call", "--lines", input=line, env={"SWARMCTL_OUTPUT": "table"})
+    assert ran.exit == 0 and json.loads(ran.stdout)["ok"]
 
 
 def test_open_stores_keep_one_connection_per_store_until_the_file_is_replaced(sw, tmp_path):

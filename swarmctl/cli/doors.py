@@ -11,6 +11,7 @@ completions, and zsh and fish never look inside a virtual environment.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from typing import Annotated, Any, Literal, Optional
 
@@ -193,6 +194,12 @@ def call(
     if lines:
         if tool is not None:
             raise UsageError("--lines reads its calls from stdin: give no TOOL or JSON", ctx=cli_ctx)
+        # Its output is JSON Lines, each call's envelope a line: -q or -o table would be ignored.
+        # (SWARMCTL_OUTPUT, a shell's preference for every command, is: --lines is for programs.)
+        if globals_.quiet:
+            raise UsageError("-q/--quiet does not go with --lines: each call's envelope is a line of stdout", ctx=cli_ctx)
+        if globals_.output != "json" and os.environ.get("SWARMCTL_OUTPUT") != globals_.output:
+            raise UsageError(f"-o {globals_.output} does not go with --lines: each call's envelope is a line of JSON", ctx=cli_ctx)
         raise typer.Exit(_call_lines(globals_, stop_on_error))
     if stop_on_error:
         raise UsageError("--stop-on-error goes with --lines", ctx=cli_ctx)
