@@ -221,7 +221,9 @@ class Tool(NamedTuple):
     annotations: Annotations
     mutates: bool  # needs an identity and a writable store
     needs_store: bool = True
-    mcp: bool = True  # served over MCP (`init` and `demo` make stores, so they are CLI-only)
+    # Why it is not served over MCP, as the docs say it (None: it is): `init` makes a store, and
+    # a server serves one; a token holder must not mint a token.
+    cli_only: str | None = None
     records: str | None = None  # the result's list, one record a line with `-o jsonl` (e.g. "ops")
     # `call --lines` may commit it together with the calls beside it (one sync for all of them;
     # each still writes all of itself or nothing): it uses the store only through ctx.store(),
@@ -234,6 +236,11 @@ class Tool(NamedTuple):
         import inspect
 
         return inspect.cleandoc(self.run.__doc__ or self.summary)
+
+    @property
+    def mcp(self) -> bool:
+        """Served over MCP."""
+        return self.cli_only is None
 
     @property
     def needs_identity(self) -> bool:

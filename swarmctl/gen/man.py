@@ -148,7 +148,7 @@ def _output_section(tool: Any) -> list[str]:
             + (
                 f"Over MCP the same call is the tool `{tool.name}` (see swarmctl-mcp(1)), with the same envelope."
                 if tool.mcp
-                else "It is not served over MCP: it makes a store, and a server serves one store."
+                else f"It is not served over MCP: {tool.cli_only}."
             )
         )
     )

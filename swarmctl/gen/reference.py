@@ -86,7 +86,7 @@ def tool_page(tool: Tool) -> str:
     out += ["", "## CLI command", ""]
     man = "swarmctl-" + "-".join(tool.cli)
     out += [f"`{tool.command}` (`man {man}`) runs the same operation and prints the same envelope." if tool.mcp
-            else f"`{tool.command}` (`man {man}`). It is not served over MCP: it makes a store, and a server serves one store; "
+            else f"`{tool.command}` (`man {man}`). It is not served over MCP: {tool.cli_only}; "
                  "`swarmctl call` runs it with JSON arguments."]
     out += [""] + (_cli_table(tool) if tool.fields() else ["No options."])
     out += ["", "## Examples", ""]

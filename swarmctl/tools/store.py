@@ -342,7 +342,7 @@ INIT = Tool(
     annotations=_CREATES,
     mutates=True,
     needs_store=False,
-    mcp=False,
+    cli_only="it makes a store, and a server serves one store",
 )
 
 DEMO = Tool(
@@ -356,7 +356,7 @@ DEMO = Tool(
     annotations=_CREATES,
     mutates=False,  # it acts as the demo's own actors, so it needs no --as
     needs_store=False,
-    mcp=False,
+    cli_only="it makes a store, and a server serves one store",
 )
 
 STORE_COPY = Tool(
@@ -370,7 +370,7 @@ STORE_COPY = Tool(
     annotations=_CREATES,
     mutates=False,  # it appends no op; --fence marks the source without one
     needs_store=False,
-    mcp=False,
+    cli_only="it makes a store, and a server serves one store",
 )
 
 TOOLS = [INIT, DEMO, STORE_COPY, STORE_CHECK, STORE_UPGRADE]

@@ -56,7 +56,7 @@ class TokenCreateReq:
     actor: str = arg(description="The actor the token names (kind/name), e.g. agent/worker-17.", cli=Cli(positional=True, metavar="ACTOR", complete="actors"))
     expires: str = arg(
         DEFAULT_EXPIRES,
-        description="How long it is valid: a duration (90s, 15m, 2h, 30d) or an RFC 3339 time. Default 90d.",
+        description="How long it is valid: a duration (90s, 15m, 2h, 30d) or an RFC 3339 time.",
     )
     read_only: bool = arg(False, description="The token may call only tools that do not write (others: E_FORBIDDEN).")
 
@@ -165,7 +165,7 @@ TOKEN_CREATE = Tool(
     run=token_create,
     annotations=_WRITE,
     mutates=True,
-    mcp=False,
+    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
 )
 TOKEN_LIST = Tool(
     name="token_list",
@@ -177,7 +177,7 @@ TOKEN_LIST = Tool(
     run=token_list,
     annotations=READ,
     mutates=False,
-    mcp=False,
+    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
     records="tokens",
 )
 TOKEN_REVOKE = Tool(
@@ -190,7 +190,7 @@ TOKEN_REVOKE = Tool(
     run=token_revoke,
     annotations=Annotations(read_only=False, destructive=True, idempotent=False),
     mutates=True,
-    mcp=False,
+    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
 )
 
 TOOLS = [TOKEN_CREATE, TOKEN_LIST, TOKEN_REVOKE]
