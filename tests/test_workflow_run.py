@@ -216,6 +216,11 @@ def test_a_run_killed_mid_step_leaves_it_interrupted_and_never_reruns_it(sw, gol
     assert status.result["workflow"]["state"] == "failed"
     assert resume.error["code"] == "E_STATE" and "--retry deploy" in resume.error["message"]
     assert kit.marks() == ["deploy"]  # started once, never again; `after` never ran
+    # `--state` filters on the state shown: the run saved `running` whose swarmctl is gone is
+    # found as `failed` (a script's `workflow list --state failed` missed it), not as `running`.
+    found = {s: [w["id"] for w in kit("workflow", "list", "--state", s, actor=None).result["workflows"]]
+             for s in ("failed", "running")}
+    assert found == {"failed": [wf], "running": []}
 
 
 @BOTH

@@ -13,7 +13,7 @@ Store.write(), and pass its time as `at`.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import names
 from swarmctl.store.migrate import stored_format
@@ -159,17 +159,18 @@ def now(conn: Conn) -> str:
     return names.now()
 
 
-def listed(conn: Conn, state: str | None, limit: int) -> list[Listed]:
-    """Newest first, at most `limit`, with each one's step counts; `state` filters on the saved state."""
-    where, params = ("WHERE w.state = ?", [state]) if state else ("", [])
+def listed(conn: Conn, states: Sequence[str], limit: int | None) -> Iterator[Listed]:
+    """Newest first, at most `limit` (None: all), with each one's step counts; `states` (if
+    any) filters on the saved state."""
+    where = f"WHERE w.state IN ({','.join('?' * len(states))})" if states else ""
     rows = conn.execute(
         "SELECT w.id, w.name, w.state, w.created_by, w.created_at, w.updated_at, "
         "(SELECT COUNT(*) FROM workflow_steps s WHERE s.workflow = w.id), "
         "(SELECT COUNT(*) FROM workflow_steps s WHERE s.workflow = w.id AND s.status = 'success') "
-        f"FROM workflows w {where} ORDER BY w.created_at DESC, w.id DESC LIMIT ?",
-        (*params, limit),
+        f"FROM workflows w {where} ORDER BY w.created_at DESC, w.id DESC" + (" LIMIT ?" if limit is not None else ""),
+        (*states, *([limit] if limit is not None else [])),
     )
-    return [Listed(*r) for r in rows]
+    return map(Listed._make, rows)
 
 
 def list_ids(conn: Conn, prefix: str, limit: int) -> list[WorkflowBrief]:

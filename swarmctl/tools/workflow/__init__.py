@@ -136,7 +136,8 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
 @_public
 def workflow_list(ctx: Context, req: WorkflowListReq) -> WorkflowListResult:
     """List workflows, newest first: id, name, state, how many steps succeeded of how many.
-    `--state` filters on the state as saved. Never writes to the store."""
+    `--state` filters on the state as shown (a run whose swarmctl is gone shows, and is
+    found, as `failed`, a rollback as `rollback_failed`). Never writes to the store."""
     with ctx.store().read() as conn:
         found = records.summaries(conn, req.state, req.limit + 1)
     return WorkflowListResult(workflows=[WorkflowSummary(**r) for r in found[: req.limit]], has_more=len(found) > req.limit)

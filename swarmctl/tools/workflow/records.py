@@ -320,10 +320,17 @@ def settle(w: Writer, wf: Workflow) -> None:
 
 
 def summaries(conn: Conn, state: str | None, limit: int) -> list[dict[str, Any]]:
-    """The newest workflows (at most `limit`), each with its state as observed (see `observe`)."""
-    found = []
-    for r in rows.listed(conn, state, limit):
+    """The newest workflows (at most `limit`), each with its state as observed (see `observe`);
+    `state` filters on that state, as printed: a run whose process is gone is `failed`, though
+    saved `running` (so the saved states looked at are `state` and those held ones)."""
+    found: list[dict[str, Any]] = []
+    saved = [state, *(held for held, gone in HELD.items() if gone == state)] if state else []
+    for r in rows.listed(conn, saved, None if state else limit):
+        if len(found) == limit:
+            break
         state_now = load(conn, r.id).observed if r.state in HELD else r.state
+        if state and state_now != state:
+            continue
         found.append({
             "id": r.id, "name": r.name, "state": state_now, "steps": r.steps, "done": r.done,
             "created_by": r.created_by, "created_at": r.created_at, "updated_at": r.updated_at,
