@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from core_helpers import AGENT, ALICE, BOB, CI, build_golden_store
+from core_helpers import AGENT, ALICE, BOB, CI, build_golden_store, op_count
 from wfkit import Kit
 
 from swarmctl import policy as rules
@@ -144,6 +144,18 @@ def test_following_next_after_a_policy_conflict_ends(sw):
     assert followed == [9, 8]  # then op 7 itself: the store has no policy again
     assert (ran.exit, ran.result["undone"]) == (0, 7)
     assert store.ok(None, "policy", "show")["policy"] is None
+
+
+def test_only_an_admin_changes_a_store_setting(sw):
+    """`tx config --max-revisions` binds every actor's transactions and records no op: under a
+    policy, any agent could set everyone's bound to 1."""
+    store = Store(sw)
+    before = op_count(sw.store)
+    ran = store("agent/x", "tx", "config", "--max-revisions", "1")
+    assert (ran.exit, ran.error["code"], ran.error["details"]["rule"]) == (6, "E_FORBIDDEN", "admins"), ran.stdout
+    assert store.ok(None, "tx", "config")["max_revisions"] == 20
+    assert store.ok(ALICE, "tx", "config", "--max-revisions", "5") == {"max_revisions": 5, "changed": True}
+    assert op_count(sw.store) == before
 
 
 def test_a_policy_set_from_stdin(sw):

@@ -323,7 +323,9 @@ def tx_config(ctx: Context, req: TxConfigReq) -> TxConfigResult:
     """Show or change the store's transaction settings. `--max-revisions N` sets the bound on
     staged revisions per transaction (default 20, from 1 to 1000) for transactions begun from
     now on; an open transaction keeps the bound it began with (`tx status` shows it as `max`).
-    Changing it needs --as (E_IDENTITY_REQUIRED); showing it does not. A setting, not an op.
+    Changing it needs --as (E_IDENTITY_REQUIRED); showing it does not. A setting, not an op:
+    once the store has a policy, only its admins change it (E_FORBIDDEN), as they alone change
+    the policy, for it binds every actor's transactions.
     """
     if req.max_revisions is None:
         with ctx.store().read() as conn:
@@ -331,6 +333,9 @@ def tx_config(ctx: Context, req: TxConfigReq) -> TxConfigResult:
     value = req.max_revisions
     actor = ctx.require_actor("changing a store setting")
     with ctx.store().write(actor) as w:
+        from swarmctl import policy as rules  # here: reading the setting needs no rules
+
+        rules.refuse(rules.may_admin(w.policy, actor, "change a store setting"))
         changed = txs.max_revisions(w.conn) != value
         txs.set_max_revisions(w.conn, value)
     return TxConfigResult(max_revisions=value, changed=changed)
