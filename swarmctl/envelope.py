@@ -134,11 +134,17 @@ def internal_error(exc: BaseException) -> SwarmError:
     """Wrap an unexpected exception: say it is a bug, with an id to find it by. (Nothing is
     imported here: the last resort must work where an import cannot, as in a process with no
     file descriptor left.)"""
+    return bug(f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc}", {"exception": type(exc).__name__})
+
+
+def bug(message: str, details: dict[str, Any]) -> SwarmError:
+    """E_INTERNAL: `message` (which says it is a bug) with a correlation id to find it by, in the
+    message and in `details` (first)."""
     correlation_id = os.urandom(6).hex()
     return SwarmError(
         "E_INTERNAL",
-        f"internal error (a bug in swarmctl): {type(exc).__name__}: {exc} [correlation id {correlation_id}]",
-        details={"correlation_id": correlation_id, "exception": type(exc).__name__},
+        f"{message} [correlation id {correlation_id}]",
+        details={"correlation_id": correlation_id, **details},
         hint="Please report this with the correlation id and the command you ran.",
     )
 

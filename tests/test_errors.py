@@ -751,3 +751,26 @@ def test_a_disk_with_no_inode_left_is_e_unavailable_too(sw):
     for failed in (ran, *inits):  # init's own mkdir, and SQLite making the database: disk_full too
         assert (failed.exit, failed.error["code"], failed.error["details"]["reason"]) == (11, "E_UNAVAILABLE", "disk_full"), failed.stdout
     assert [op["op"] for op in log["ops"]] == [1]
+
+
+def test_every_e_internal_carries_a_correlation_id(tmp_path):
+    """The spec: E_INTERNAL "carries a correlation id". The one a store's driver error became
+    (an SQLite or PostgreSQL error swarmctl does not expect) carried none."""
+    import psycopg
+
+    from swarmctl.envelope import internal_error
+    from swarmctl.store import errors as sqlite_errors
+    from swarmctl.store.postgres import errors as pg_errors
+    from swarmctl.store.postgres.url import parse
+
+    odd = sqlite3.OperationalError("something swarmctl does not expect")
+    odd.sqlite_errorcode, odd.sqlite_errorname = 1, "SQLITE_ERROR"  # SQLITE_ERROR: no typed meaning
+    made = [
+        sqlite_errors.translate(odd, tmp_path),
+        pg_errors.translate(psycopg.errors.FeatureNotSupported("something swarmctl does not expect"), parse("postgresql://h/db")),
+        internal_error(ValueError("boom")),
+    ]
+    for error in made:
+        cid = error.details["correlation_id"]
+        assert error.code == "E_INTERNAL" and len(cid) == 12 and error.message.endswith(f"[correlation id {cid}]")
+        assert "correlation id" in error.hint

@@ -233,6 +233,23 @@ def test_losing_the_wal_is_not_detected_by_the_store_but_by_a_recorded_head_hash
     assert after["op"] == recorded["op"] and after["hash"] != recorded["hash"]
 
 
+def test_a_wal_deleted_under_an_open_store_is_e_store_corrupt_never_e_internal(sw):
+    """The -wal file deleted while another process has the store open: SQLite's read fails
+    (SQLITE_IOERR_SHORT_READ) and ends the transaction itself. Ending it again, "cannot commit -
+    no transaction is active", took the error's place: every read was E_INTERNAL, "a bug"."""
+    build_golden_store(sw)
+    keeper = sqlite3.connect(sw.store / "swarmops.db")  # another process's open store
+    try:
+        keeper.execute("SELECT COUNT(*) FROM ops").fetchone()
+        sw.ok("--repo", str(sw.store), "--as", ALICE, "ref", "set", "lost", "main")  # op 7: in the WAL
+        (sw.store / "swarmops.db-wal").unlink()
+        for args in (("op", "log", "-n", "3"), ("store", "check"), ("ref", "list")):
+            ran = sw("--repo", str(sw.store), *args)
+            assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
+    finally:
+        keeper.close()
+
+
 @pytest.mark.backends("sqlite", "postgres")
 def test_store_check_runs_on_both_backends(sw, backend):
     """The same check, and the same chain, on a local store and on one on a PostgreSQL server."""

@@ -14,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from swarmctl.envelope import SwarmError
+from swarmctl.envelope import SwarmError, bug
 from swarmctl.store.files import lock_timeout, on_readonly_filesystem
 from swarmctl.store.schema import DB_FILE
 
@@ -58,11 +58,9 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
         return corrupt(f"the store's database lacks part of its schema: {text}", path)
     if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
         return corrupt(f"the store's database cannot be read: {text}", path)
-    return SwarmError(
-        "E_INTERNAL",
+    return bug(
         f"unexpected SQLite error (a bug in swarmctl): {type(exc).__name__}: {text}",
-        details={**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
-        hint="Please report this with the command you ran.",
+        {**where, "exception": type(exc).__name__, "sqlite_error": getattr(exc, "sqlite_errorname", None)},
     )
 
 

@@ -233,7 +233,9 @@ class SqliteStore(Store):
             self.conn.execute("BEGIN")
 
     def _end_read(self) -> None:
-        if not self._in_group():
+        # SQLite ends a transaction itself on some errors (an I/O error, a corrupt page): a read
+        # that met one and went on (`store check` reports it) has no transaction left to end.
+        if not self._in_group() and self.conn.in_transaction:
             self.conn.execute("COMMIT")
 
     def _begin_write(self) -> str:

@@ -13,7 +13,7 @@ import re
 
 import psycopg
 
-from swarmctl.envelope import SwarmError
+from swarmctl.envelope import SwarmError, bug
 from swarmctl.store.errors import CommitUnknown, NoDatabase
 from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres.url import StoreUrl, scrub
@@ -73,11 +73,9 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
             hint="Nothing was written. The server is out of a resource (disk space, memory, connections): "
             "retry once it has room.",
         )
-    return SwarmError(
-        "E_INTERNAL",
+    return bug(
         f"unexpected PostgreSQL error (a bug in swarmctl): {type(exc).__name__}: {text}",
-        details={**where, "exception": type(exc).__name__, "sqlstate": state},
-        hint="Please report this with the command you ran.",
+        {**where, "exception": type(exc).__name__, "sqlstate": state},
     )
 
 
