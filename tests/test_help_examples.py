@@ -59,3 +59,19 @@ def test_a_tool_shows_examples_that_succeed_and_are_run_by_a_test():
             assert tool.mcp or index == 0, f"{tool.name}: a shown example no test runs: {example.cli}"
         commands = [command for _, command in shown_examples(tool)]
         assert all(command.startswith("swarmctl --as agent/worker-17 " if tool.needs_identity else "swarmctl ") for command in commands)
+
+
+def test_swarmctls_own_examples_run_as_shown_one_after_another(sw):
+    """`swarmctl --help`'s examples are a first session, run here in a shell as shown. The last
+    (`op show @`) needed an identity it was not given, and printed null."""
+    import subprocess
+
+    from swarmctl.cli.app import ROOT_EXAMPLES
+    from swarm import swarmctl_argv
+
+    env = {k: v for k, v in sw.env.items() if k not in ("SWARMCTL_AS", "SWARMCTL_REPO")}
+    script = "set -euo pipefail\nswarmctl() { %s \"$@\"; }\n" % " ".join(swarmctl_argv())
+    script += "\n".join(command for _, command in ROOT_EXAMPLES) + "\n"
+    ran = subprocess.run(["bash", "-c", script], cwd=sw.tmp, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines()[-1] == "7"  # agent/worker-17's newest op: its undo of op 6

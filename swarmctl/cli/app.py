@@ -43,7 +43,8 @@ code of its error (0 on success). Mutations need an identity: --as kind/name or 
 ROOT_EXAMPLES = [
     ("Make a store with a short history to try things on, and list its ops for people.", "swarmctl demo demo-store && cd demo-store && swarmctl -o table op log"),
     ("What undoing op 6 would move, then undo it, as agent/worker-17.", "swarmctl --as agent/worker-17 op undo 6 --dry-run && swarmctl --as agent/worker-17 op undo 6"),
-    ("One field of the envelope, for a script.", "swarmctl op show @ | jq -r .result.op"),
+    ("One field of the envelope, for a script: agent/worker-17's newest op (`@` is the caller's).",
+     "swarmctl --as agent/worker-17 op show @ | jq -r .result.op"),
 ]
 # A workflow id as the examples show one ("{workflow}" in an example: ids are random).
 SHOWN_WORKFLOW = "wf-7k3mq2xa"
