@@ -141,6 +141,21 @@ def test_workflow_run_dash_says_it_reads_a_file_not_stdin(sw):
     assert kit("workflow", "list", actor=None).result["workflows"] == []
 
 
+def test_a_store_steps_target_is_checked_before_anything_is_created(sw):
+    """`to = "${env:TARGET}"` passed the up-front check but is never expanded (only `run`,
+    `rollback` and `env` are), so the workflow was made and failed at that step; a `to` that can
+    name neither a ref nor a changeset (`bad..name`) likewise. Both are E_INVALID_ARG now, with
+    nothing created, as the README says of an invalid ref name or `${...}` reference."""
+    kit = Kit(sw)
+    for to, said in (("${env:TARGET}", "`ref_set.to` has a `${`"), ("bad..name", "is neither a ref name nor a changeset id prefix")):
+        kit.write(f'name = "w"\n[[step]]\nname = "s"\nref_set = {{ name = "x", to = "{to}" }}\n')
+        ran = kit("workflow", "run", "flow.toml", env={"TARGET": "main"})
+        assert (ran.exit, ran.error["code"], ran.error["details"]["key"]) == (2, "E_INVALID_ARG", "ref_set.to"), ran.stdout
+        assert said in ran.error["message"]
+    assert kit("workflow", "list", actor=None).result["workflows"] == []
+    assert kit.run(f'name = "w"\n[[step]]\nname = "s"\nref_set = {{ name = "x", to = "{kit.c1[:8]}" }}\n')[0].exit == 0
+
+
 def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     kit = Kit(sw)
     kit("ref", "set", "release/v1", kit.c2, "--create")  # op 4

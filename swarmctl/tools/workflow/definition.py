@@ -199,8 +199,16 @@ def _ref_table(value: Any, step: str, key: str, fields: tuple[str, ...]) -> dict
     problem = (names.new_ref_name_problem if key == "ref_set" else names.ref_name_problem)(value["name"])
     if problem:
         raise invalid(f"step {step}: `{key}.name` {value['name']!r} is not a valid ref name: {problem}", step=step, key=f"{key}.name")
-    if "to" in value and not value["to"].strip():
-        raise invalid(f"step {step}: `{key}.to` is empty", step=step, key=f"{key}.to")
+    if "to" in value:
+        to = value["to"].strip()
+        if not to:
+            raise invalid(f"step {step}: `{key}.to` is empty", step=step, key=f"{key}.to")
+        if "${" in to:  # as a ref name it could never resolve: found now, not when the step runs
+            raise invalid(f"step {step}: `{key}.to` has a `${{`: `${{env:NAME}}` is read only in `run`, `rollback` "
+                          "and `env`; a store step names a ref or a changeset id", step=step, key=f"{key}.to")
+        if names.ref_name_problem(to) is not None and not names.is_hex(to.lower()):
+            raise invalid(f"step {step}: `{key}.to` {value['to']!r} is neither a ref name nor a changeset id prefix",
+                          step=step, key=f"{key}.to")
     return {f: value[f] for f in fields}
 
 
