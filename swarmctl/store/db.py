@@ -111,16 +111,8 @@ class Store:
             self._begin_read()
             try:
                 yield self.conn
-            except BaseException:
-                # What failed is what to report: a read that failed may have ended the
-                # transaction already (SQLite rolls back on an I/O error), and ending it again
-                # ("cannot commit - no transaction is active") must not take its place.
-                try:
-                    self._end_read()
-                except self.driver_errors:
-                    pass
-                raise
-            self._end_read()
+            finally:
+                self._end_read()
         except self.driver_errors as exc:
             raise self.translate(exc) from exc
 
