@@ -8,6 +8,8 @@ sees which undos ran, in which order and how many times.
 import json
 import shlex
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -402,6 +404,43 @@ def test_two_rollbacks_at_once_exactly_one_acts(kit):
         if losers[0]["error"]["code"] == "E_REFUSED":  # it looked after the winner had claimed it
             assert "workflow_state" in [r["code"] for r in losers[0]["error"]["details"]["refusals"]]
         assert kit.marks() == ["undo5", "undo4", "undo3", "undo2", "undo1"]
+
+
+def test_a_rollback_that_ended_while_another_looked_is_not_taken_for_interrupted(kit):
+    """A process reads a workflow's rows, then asks whether the processes they name live. A
+    rollback that saved its last undo and ended in between read as gone mid-step: its step
+    `interrupted`, its effect unknown, and a preview (or a second rollback, seen once in the
+    two-rollbacks race on a busy machine) asked to acknowledge it. Such a read is made again
+    until the workflow stays as it was: here it reads as rolled back. (The pause between the
+    two is the fault point SWARMCTL_FAULT=pause-before-pids.)"""
+    (kit.dir / "gate.sh").write_text('#!/bin/sh\necho "$1" >> marks.log\nwhile [ ! -e go ]; do sleep 0.02; done\n')
+    (kit.dir / "gate.sh").chmod(0o755)
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "a"\nrun = ["./mark.sh", "a"]\nrollback = ["./gate.sh", "undo-a"]\n')
+    winner = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
+    paused = kit.dir / "paused"
+    deadline = time.monotonic() + WAIT_S
+    while "undo-a" not in kit.marks():  # the winner's undo runs, its step saved `undoing`
+        assert winner.poll() is None and time.monotonic() < deadline, winner.communicate()
+        time.sleep(0.02)
+    lookers = {
+        "preview": kit.popen("workflow", "rollback", wf, "--include-completed", env={"SWARMCTL_FAULT": f"pause-before-pids:{paused}1"}),
+        "status": kit.popen("workflow", "status", wf, actor=None, env={"SWARMCTL_FAULT": f"pause-before-pids:{paused}2"}),
+    }
+    for i, looker in enumerate(lookers.values(), 1):
+        while not Path(f"{paused}{i}").exists():  # it has read the rows: step undoing, by the winner
+            assert looker.poll() is None and time.monotonic() < deadline, looker.communicate()
+            time.sleep(0.02)
+    (kit.dir / "go").touch()
+    assert envelope(winner)[0] == 0  # the rollback ends, and its process with it
+    for i in (1, 2):
+        Path(f"{paused}{i}").unlink()
+    (code, preview), (status_code, status) = (envelope(looker) for looker in lookers.values())
+    radius = preview["result"]["blast_radius"]
+    assert code == 0 and radius["unknown_effects"] == [], radius
+    assert [e["step"] for e in radius["already_rolled_back"]] == ["a"]
+    assert radius["workflow"]["state"] == "rolled_back"
+    assert status_code == 0 and status["result"]["workflow"]["state"] == "rolled_back"
+    assert status["result"]["steps"][0]["status"] == "rolled_back"
 
 
 # --- the rules live in the library: every door gets them -------------------------------------

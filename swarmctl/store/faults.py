@@ -1,5 +1,6 @@
-"""Fault injection for tests: points in the one transaction helper where a test can stop a
-writer and kill it, off unless SWARMCTL_FAULT names one."""
+"""Fault injection for tests: points where a test can stop a process (a writer in the one
+transaction helper, to kill it; a reader of a workflow, to let others act), off unless
+SWARMCTL_FAULT names one."""
 
 from __future__ import annotations
 
@@ -7,16 +8,45 @@ import os
 from pathlib import Path
 
 
+_ACTIONS = ("pause-before-commit", "pause-before-pids")
+_paused: set[str] = set()
+
+
+def _fault(action: str) -> str | None:
+    """The PATH of SWARMCTL_FAULT=ACTION:PATH when it names `action` (None: off, or another)."""
+    spec = os.environ.get("SWARMCTL_FAULT")
+    if not spec:
+        return None
+    given, _, path = spec.partition(":")
+    if given not in _ACTIONS or not path:
+        raise RuntimeError(f"SWARMCTL_FAULT must be one of {', '.join(_ACTIONS)}, then :PATH, not {spec!r}")
+    return path if given == action else None
+
+
+def pause_before_pids() -> None:
+    """SWARMCTL_FAULT=pause-before-pids:PATH: the first time this process has read a workflow's
+    rows and is about to ask whether the processes they name live, write PATH (this process's
+    pid) and wait until a test removes it (at most an hour), so that another process can end
+    in between, as it may on a busy machine."""
+    path = _fault("pause-before-pids")
+    if path is None or path in _paused:
+        return
+    _paused.add(path)
+    import time
+
+    Path(path).write_text(str(os.getpid()))
+    deadline = time.monotonic() + 3600
+    while Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def pause_before_commit() -> None:
     """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
     with everything of the transaction written but not committed, write PATH (this process's
     pid) and sleep, so that a test can kill the process at exactly this point."""
-    spec = os.environ.get("SWARMCTL_FAULT")
-    if not spec:
+    path = _fault("pause-before-commit")
+    if path is None:
         return
-    action, _, path = spec.partition(":")
-    if action != "pause-before-commit" or not path:
-        raise RuntimeError(f"SWARMCTL_FAULT must be pause-before-commit:PATH, not {spec!r}")
     import time
 
     Path(path).write_text(str(os.getpid()))

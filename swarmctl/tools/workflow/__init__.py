@@ -128,9 +128,11 @@ def workflow_status(ctx: Context, req: WorkflowStatusReq) -> WorkflowStatus:
     and rollback refuse to act until it ends. Secrets are shown as `***`. Never writes to
     the store.
     """
-    with ctx.store().read() as conn:
-        wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
-    return views.status_view(wf)
+    def read() -> records.Workflow:
+        with ctx.store().read() as conn:
+            return records.load(conn, records.resolve(ctx, conn, req.workflow))
+
+    return views.status_view(records.settled(read, lambda wf: wf))
 
 
 @_public

@@ -20,18 +20,19 @@ import base64
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Callable, TypeVar, get_args
 
 from swarmctl import hosts, pids
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.store import Conn, Writer
+from swarmctl.store import Conn, Writer, faults
 from swarmctl.store import workflows as rows
 from swarmctl.tools.workflow.models import StepStatus, WorkflowState
 
 WORKFLOW_STATES: tuple[str, ...] = get_args(WorkflowState)
 STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
 IN_FLIGHT = ("running", "undoing")
+T = TypeVar("T")
 # A workflow saved in one of these states is held by its owner process while that lives; once
 # it is gone, it reads as the second state.
 HELD = {"running": "failed", "rolling_back": "rollback_failed"}
@@ -203,6 +204,7 @@ def observe(wf: Workflow, conn: Conn) -> None:
     The pids of a workflow are of its owner's host. There they are asked; on another host
     (swarmctl/hosts.py) a pid means nothing, and the owner, its step in flight and that step's
     command count as alive until the owner's lease runs out."""
+    faults.pause_before_pids()
     if wf.owner_host is None or wf.owner_host == hosts.host_id():
         alive, group_alive = pids.alive, pids.group_alive
         wf.owner_alive = alive(wf.owner_pid, wf.owner_start)
@@ -222,6 +224,32 @@ def observe(wf: Workflow, conn: Conn) -> None:
             s.observed = "interrupted"
     held = wf.owner_alive or running_command(wf) is not None
     wf.observed = HELD[wf.state] if wf.state in HELD and not held else wf.state
+
+
+def gone_mid_step(wf: Workflow) -> bool:
+    """Whether `observe` found the process the saved rows name as acting gone (a step in
+    flight read `interrupted`, or a held workflow `failed`): true of the rows as read, but the
+    process may have ended after saving more than those rows show: a snapshot is read before
+    its pids are asked. Found gone after one snapshot, with the workflow unchanged (`rev`) in a
+    later one, it did end mid-step (see `settled`)."""
+    return any(s.status in IN_FLIGHT and s.observed == "interrupted" for s in wf.steps) or (
+        wf.state in HELD and wf.observed != wf.state)
+
+
+def settled(read: Callable[[], T], workflow: Callable[[T], Workflow]) -> T:
+    """`read()`, which loads a workflow (`workflow` of what it returns) in a snapshot of its
+    own, made again while it finds a process gone mid-step and the workflow changed since the
+    read before: a process that saved its last step and ended between the snapshot and the
+    question whether it lives would read as interrupted, its done work as unknown effects. Five
+    reads at most (each one after the first needs the workflow to have changed)."""
+    before = None
+    for _ in range(5):
+        got = read()
+        wf = workflow(got)
+        if not gone_mid_step(wf) or wf.rev == before:
+            break
+        before = wf.rev
+    return got
 
 
 def running_command(wf: Workflow) -> Step | None:

@@ -99,14 +99,16 @@ def confirm_call(wf_id: str, req: WorkflowRollbackReq, preview_id: str) -> dict[
 
 
 def _assess(ctx: Context, req: WorkflowRollbackReq, actor: str) -> tuple[Workflow, Radius]:
-    with ctx.store().read() as conn:
-        wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
-        guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
-        radius = blast_radius.compute(
-            conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
-            include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
-        )
-    return wf, radius
+    def read() -> tuple[Workflow, Radius]:
+        with ctx.store().read() as conn:
+            wf = records.load(conn, records.resolve(ctx, conn, req.workflow))
+            guards.check_acknowledged(wf, req.acknowledge_unknown_effects)
+            return wf, blast_radius.compute(
+                conn, wf, actor=actor, at=names.now(), acknowledged=req.acknowledge_unknown_effects,
+                include_completed=req.include_completed, expect_preview=req.expect_preview, environ=os.environ,
+            )
+
+    return records.settled(read, lambda got: got[0])  # not a rollback that just ended, read as interrupted
 
 
 def _refuse_forbidden(wf: Workflow, radius: Radius, actor: str) -> None:
