@@ -233,6 +233,31 @@ def test_losing_the_wal_is_not_detected_by_the_store_but_by_a_recorded_head_hash
     assert after["op"] == recorded["op"] and after["hash"] != recorded["hash"]
 
 
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_workflow_step_naming_another_op_is_found_and_never_undone(sw):
+    """A step row edited (or damaged) to name another actor's op: `store check` only asked that
+    the op exists, and a rollback then undid that op, deleting someone else's ref. The op a
+    store step names must be its own (a workflow_step op of that workflow and step)."""
+    from core_helpers import tamper
+
+    ids = build_golden_store(sw)
+    repo = ("--repo", str(sw.store))
+    (sw.tmp / "one.toml").write_text('name = "one"\n[[step]]\nname = "p"\nref_set = { name = "rel", to = "main" }\n')
+    wf = sw.ok(*repo, "--as", AGENT, "workflow", "run", str(sw.tmp / "one.toml"))["workflow"]["id"]  # op 7
+    assert sw.ok(*repo, "store", "check")["problems"] == []
+    with tamper(sw.store) as conn:
+        conn.execute(f"UPDATE workflow_steps SET op = 4 WHERE workflow = '{wf}'")  # alice's op 4 made release/v1
+    checked = sw(*repo, "store", "check")
+    assert (checked.exit, checked.error["code"]) == (9, "E_STORE_CORRUPT")
+    assert [p["message"] for p in checked.error["details"]["problems"]] == [f"workflow {wf} step 1 names op 4, which is not that step's"]
+    before = op_count(sw.store)
+    ran = sw(*repo, "--as", AGENT, "workflow", "rollback", wf, "--include-completed", "--confirm")
+    assert (ran.exit, ran.error["code"]) == (7, "E_REFUSED"), ran.stdout
+    assert "unreadable_record" in [r["code"] for r in ran.error["details"]["refusals"]]
+    assert op_count(sw.store) == before
+    assert sw.ok(*repo, "ref", "show", "release/v1")["target"] == ids["fix"]  # op 4's ref, untouched
+
+
 def test_a_wal_deleted_under_an_open_store_is_e_store_corrupt_never_e_internal(sw):
     """The -wal file deleted while another process has the store open: SQLite's read fails
     (SQLITE_IOERR_SHORT_READ) and ends the transaction itself. Ending it again, "cannot commit -

@@ -21,7 +21,7 @@ import re
 from typing import Any, Callable, Iterable, NamedTuple
 
 from swarmctl.names import shadows_changeset_id
-from swarmctl.store import reverts
+from swarmctl.store import reverts, workflows
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)  # \d: 0-9 only
@@ -307,7 +307,7 @@ def _foreign_keys(conn: Conn) -> list[Problem]:
 def _workflows(conn: Conn, states: Iterable[str] | None, statuses: Iterable[str] | None) -> list[Problem]:
     known_states = set(states) if states is not None else None
     known_statuses = set(statuses) if statuses is not None else None
-    problems = []
+    problems, not_in_log = [], set()
     for wid, state in conn.execute("SELECT id, state FROM workflows ORDER BY id"):
         if known_states is not None and state not in known_states:
             problems.append(Problem("workflow_row", f"workflow {wid} is in an unknown state {state!r}"))
@@ -325,4 +325,8 @@ def _workflows(conn: Conn, states: Iterable[str] | None, statuses: Iterable[str]
                 problems.append(Problem("workflow_row", f"workflow {wid} step {idx}: its {column} is not JSON"))
         if op is not None and conn.execute("SELECT 1 FROM ops WHERE op = ?", (op,)).fetchone() is None:
             problems.append(Problem("workflow_row", f"workflow {wid} step {idx} names op {op}, which is not in the log", op))
+            not_in_log.add((wid, idx))
+    for f in workflows.foreign_ops(conn):  # an op in the log, but another's: a rollback would undo it
+        if (f.workflow, f.idx) not in not_in_log:
+            problems.append(Problem("workflow_row", f"workflow {f.workflow} step {f.idx} names op {f.op}, which is not that step's", f.op))
     return problems

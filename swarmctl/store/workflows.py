@@ -122,6 +122,30 @@ def steps(conn: Conn, workflow_id: str) -> list[StepRow]:
     return [StepRow(*r) for r in rows]
 
 
+class ForeignOp(NamedTuple):
+    workflow: str
+    idx: int
+    op: int  # what the step names as its op, which is not its own
+
+
+# The op a store step names is its own: a `workflow_step` op whose description begins with
+# `workflow ID step NAME: ` (tools/workflow/execute.py; the description is in the op's hash).
+# A step row that names another op (a damaged or edited store) must never lead a rollback to
+# undo someone else's work.
+_FOREIGN = (
+    "SELECT s.workflow, s.idx, s.op FROM workflow_steps s WHERE s.op IS NOT NULL AND NOT EXISTS ("
+    "SELECT 1 FROM ops o WHERE o.op = s.op AND o.kind = 'workflow_step' "
+    "AND substr(o.description, 1, length('workflow ' || s.workflow || ' step ' || s.name || ': ')) "
+    "= 'workflow ' || s.workflow || ' step ' || s.name || ': ')"
+)
+
+
+def foreign_ops(conn: Conn, workflow_id: str | None = None) -> list[ForeignOp]:
+    """The steps (of one workflow, or of all) whose op is not their own (see above)."""
+    where, params = (" AND s.workflow = ?", (workflow_id,)) if workflow_id is not None else ("", ())
+    return [ForeignOp(*r) for r in conn.execute(_FOREIGN + where + " ORDER BY s.workflow, s.idx", params)]
+
+
 def rev(conn: Conn, workflow_id: str) -> int | None:
     row = conn.execute("SELECT rev FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     return row[0] if row else None

@@ -167,6 +167,9 @@ def load(conn: Conn, workflow_id: str) -> Workflow:
     if row is None:
         raise SwarmError("E_NOT_FOUND", f"no workflow {workflow_id}", details={"workflow": workflow_id})
     wf = Workflow(*row, steps=[_step(r) for r in rows.steps(conn, workflow_id)])
+    by_idx = {s.idx: s for s in wf.steps}
+    for foreign in rows.foreign_ops(conn, workflow_id):  # a damaged or edited store: never undo another's op
+        by_idx[foreign.idx].problems.append(f"its op {foreign.op} is not its own (not this step's workflow_step op)")
     observe(wf, conn)
     return wf
 
