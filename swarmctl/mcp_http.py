@@ -268,13 +268,15 @@ class HttpDoor:
 
 
 def _commands_refused() -> SwarmError:
-    """workflow_run of a definition with a `run` step, at a server started without --allow-run.
-    The tool asks it of the definition it read and runs (Context.refuse_commands): a check of
-    its own read of the file would let a file changed between the two reads run its commands."""
+    """A call that would run a workflow's commands (`workflow_run`, `workflow_resume`, a
+    confirmed `workflow_rollback` with rollback commands), at a server started without
+    --allow-run. The tool asks it of what it read and would run (Context.refuse_commands): a
+    check of the door's own read of the file would let a file changed between the two reads
+    run its commands."""
     return SwarmError(
         "E_FORBIDDEN",
-        "workflow_run of a workflow with command steps over HTTP needs a server started with --allow-run",
-        details={"tool": "workflow_run", "allow_run": False},
+        "a workflow's commands run over HTTP only on a server started with --allow-run",
+        details={"allow_run": False},
         hint="Start the server with `swarmctl mcp --http HOST:PORT --allow-run`, or run the workflow with the CLI on the store's host.",
     )
 

@@ -292,6 +292,35 @@ def test_the_allow_run_check_is_made_on_the_one_read_of_the_file_that_runs(sw):
     assert refused["error"]["message"] == f"workflow file {fifo} is a FIFO (named pipe), not a regular file"
 
 
+def test_resume_and_rollback_that_would_run_commands_need_allow_run_too(sw):
+    """A workflow started with the CLI, resumed or rolled back over HTTP, runs its commands on
+    the store's host for whoever holds a token, as workflow_run would: without --allow-run a
+    resume that would run a `run` step, and a confirmed rollback that would run a `rollback`
+    command, are E_FORBIDDEN (a preview is answered, and runs nothing)."""
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    cli = ("--repo", str(sw.store), "--as", ALICE)
+    (sw.tmp / "gate.toml").write_text('name = "g"\n[[step]]\nname = "ok"\napproval = "go?"\n[[step]]\nname = "s"\nrun = ["touch", "resumed"]\n')
+    gated = sw.ok(*cli, "workflow", "run", str(sw.tmp / "gate.toml"))["workflow"]["id"]
+    sw.ok(*cli, "workflow", "approve", gated)
+    (sw.tmp / "undo.toml").write_text('name = "u"\n[[step]]\nname = "s"\nrun = ["true"]\nrollback = ["touch", "undone"]\n')
+    done = sw.ok(*cli, "workflow", "run", str(sw.tmp / "undo.toml"))["workflow"]["id"]
+    with _serve(sw) as server, HttpClient(server.url, token) as client:
+        resumed = client.envelope("workflow_resume", {"workflow": gated})
+        preview = client.envelope("workflow_rollback", {"workflow": done, "include_completed": True})
+        confirmed = client.envelope("workflow_rollback", {"workflow": done, "include_completed": True, "confirm": True})
+    for refused in (resumed, confirmed):
+        assert refused["error"]["code"] == "E_FORBIDDEN" and "--allow-run" in refused["error"]["message"], refused
+    assert preview["ok"] and preview["result"]["action"] == "preview", preview
+    assert not (sw.tmp / "resumed").exists() and not (sw.tmp / "undone").exists()
+    states = {w["id"]: w["state"] for w in sw.ok("--repo", str(sw.store), "workflow", "list")["workflows"]}
+    assert states == {gated: "awaiting_approval", done: "completed"}
+    with _serve(sw, "--allow-run") as server, HttpClient(server.url, token) as client:
+        assert client.envelope("workflow_resume", {"workflow": gated})["ok"]
+        assert client.envelope("workflow_rollback", {"workflow": done, "include_completed": True, "confirm": True})["ok"]
+    assert (sw.tmp / "resumed").exists() and (sw.tmp / "undone").exists()
+
+
 def test_a_call_whose_client_went_away_runs_to_completion(sw):
     _init(sw)
     token = _token(sw, "agent/w1")["token"]

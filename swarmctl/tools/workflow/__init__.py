@@ -189,7 +189,10 @@ def workflow_resume(ctx: Context, req: WorkflowResumeReq) -> WorkflowStatus:
         rules.refuse(guards.definition_refusal(w.policy, actor, wf))
         records.settle(w, wf)
         retry = guards.resume_point(wf, req.retry)
-        guards.require_env([s.spec for s in wf.steps if s.status == "pending" or s is retry])
+        to_run = [s.spec for s in wf.steps if s.status == "pending" or s is retry]
+        if ctx.refuse_commands is not None and any("run" in spec for spec in to_run):
+            raise ctx.refuse_commands()  # what it would run: commands on this host
+        guards.require_env(to_run)
         if retry is not None:
             records.set_step(w, wf.id, retry.idx, status="pending", interrupted_during=None)
         records.claim(w, wf.id, "running", hosts.me())

@@ -22,7 +22,7 @@ from swarmctl.store import workflows as rows
 from swarmctl.tools.workflow import blast_radius, calls, execute, guards, records
 from swarmctl.tools.workflow.blast_radius import Radius
 from swarmctl.tools.workflow.models import WorkflowRollbackReq
-from swarmctl.tools.workflow.rollback_types import BlastRadius, WorkflowRollbackResult
+from swarmctl.tools.workflow.rollback_types import BlastRadius, UndoByCommand, WorkflowRollbackResult
 from swarmctl.tools.workflow.records import Workflow
 
 
@@ -43,6 +43,8 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     guards.no_orphaned_command(wf)
     _refuse_forbidden(wf, radius, actor)
     _refuse_blocked(wf, radius, req)
+    if ctx.refuse_commands is not None and any(isinstance(e.undo, UndoByCommand) for e in radius.blast_radius.would_roll_back):
+        raise ctx.refuse_commands()  # its rollback commands would run on this host
     store = ctx.store()
     with store.write(actor) as w:
         _claim(w, wf, req)
