@@ -68,6 +68,24 @@ def test_a_terminal_gets_the_same_envelope_indented_and_coloured(sw, store):
     assert shown == piped
 
 
+@pytest.mark.parametrize("flags", [[], ["--color", "never"]])
+def test_on_a_terminal_no_control_or_format_character_of_the_store_reaches_it_raw(sw, store, flags):
+    """JSON escapes only U+0000-U+001F. A changeset message with C1 controls (U+009D OSC,
+    U+009B CSI: a terminal that reads UTF-8 retitles and clears itself), DEL, a bidi override
+    or a tag character reached the terminal raw in the default JSON output, coloured or not.
+    They are JSON escapes there now, and the JSON reads the same; a pipe gets it as it is."""
+    evil = "ok\u009d0;HACKED\u009c\u009b2J\u202eexe.txt\x7f\U000e0001 fine: é 日本"
+    sw.ok("--repo", store, "--as", ALICE, "changeset", "create", "-m", evil)  # op 7
+    status, out, _ = run_on_terminal([*flags, "--repo", store, "op", "show", "7"], sw.env, sw.tmp)
+    assert status == 0
+    plain = ANSI.sub("", out)
+    assert not any(c in plain for c in "\u009d\u009c\u009b\u202e\x7f\U000e0001"), ascii(plain)
+    assert "\\u009b2J\\u202eexe.txt\\u007f\\udb40\\udc01 fine: é 日本" in plain  # escaped; the rest as it was
+    assert json.loads(plain)["result"]["description"].endswith(evil)
+    piped = sw.process("--repo", store, "op", "show", "7")
+    assert evil in piped.stdout and piped.envelope["result"]["description"].endswith(evil)
+
+
 @pytest.mark.parametrize("how", [{"NO_COLOR": "1"}, {"TERM": "dumb"}, {"--color": "never"}])
 def test_no_colour_when_asked(sw, store, how):
     env, flags = dict(sw.env), []

@@ -4,13 +4,16 @@ A changeset message, a ref or workflow name, a command's output: any of it may h
 characters (Unicode category Cc: ESC, BEL, CR, ...) or format characters (Cf: the bidi
 overrides such as U+202E, zero-width characters), which a terminal would act on (retitle or
 clear it, hide or reorder text). Every table cell, progress line and stderr message goes
-through `inert`, whatever the colour setting; JSON needs nothing of this (it escapes control
-characters itself, and no JSON reader acts on a format character).
+through `inert`, whatever the colour setting. JSON text escapes only U+0000-U+001F itself:
+on a terminal the envelope goes through `inert_json`, which writes the rest (DEL, the C1
+controls such as U+009B, CSI to a terminal that reads UTF-8, and the format characters) as
+JSON escapes too; the JSON means the same. A pipe gets JSON as it is: no terminal reads it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 # Also escaped: line and paragraph separators (Zl, Zp) and lone surrogates (Cs, from bytes
@@ -40,6 +43,29 @@ def _escape(code: int) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+# Beyond ASCII, or DEL: the characters `inert_json` looks at (JSON escaped the C0 ones).
+_NOT_PLAIN = re.compile(r"[^\x00-\x7e]")
+
+
+def inert_json(text: str) -> str:
+    """JSON text (as json.dumps or Rich writes it) with each control or format character that
+    JSON leaves as it is written as a JSON escape (`\u009b`, `\u202e`, a surrogate pair
+    beyond U+FFFF): they can only be in its strings, and the JSON reads the same. U+0000 to
+    U+001F are left alone: JSON has escaped those of the text, and the rest (a newline, a
+    colour's ESC) are the writer's own."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    import unicodedata
+
+    def escaped(m: re.Match[str]) -> str:
+        char = m.group()
+        if unicodedata.category(char) not in _ESCAPED:
+            return char
+        return json.dumps(char)[1:-1]  # \u009b; beyond U+FFFF, its surrogate pair
+
+    return _NOT_PLAIN.sub(escaped, text)
 
 
 def inert_all(value: Any) -> Any:

@@ -53,10 +53,10 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
         else:
             write(text, human=True)
     elif sys.stdout.isatty() or globals_.color == "always":
-        if color:
-            write(_highlighted(envelope))
-        else:
-            write(json.dumps(envelope, indent=2, ensure_ascii=False) + "\n")
+        from swarmctl.cli.inert import inert_json  # for people: nothing a terminal acts on (cli/inert.py)
+
+        text = _highlighted(envelope) if color else json.dumps(envelope, indent=2, ensure_ascii=False) + "\n"
+        write(inert_json(text))
     else:
         write(dumps(envelope) + "\n")
 
