@@ -115,3 +115,12 @@ def test_jsonl_prints_a_failure_as_its_envelope_and_keeps_its_exit_code(sw, stor
 def test_jsonl_of_a_revert_dry_run_lists_the_ops_it_would_take_back(sw, store):
     ran = sw("--repo", store, "--as", ALICE, "-o", "jsonl", "op", "revert", "--actor", AGENT, "--dry-run")
     assert ran.exit == 0 and lines(ran) == [3, 5, 6]
+
+
+def test_jsonl_of_a_revert_done_is_its_result_in_one_line(sw, store):
+    """Done (or replayed), a revert's result names its op: split into the reverted op numbers,
+    a script never learned which op to undo, nor that a replay wrote nothing."""
+    done = sw("--repo", store, "--as", ALICE, "-o", "jsonl", "op", "revert", "--actor", AGENT)
+    again = sw("--repo", store, "--as", ALICE, "-o", "jsonl", "op", "revert", "--actor", AGENT)
+    assert [(r["reverted"], r["op"], r["already_applied"]) for r in (*lines(done), *lines(again))] == [
+        ([3, 5, 6], 7, False), ([3, 5, 6], 7, True)]

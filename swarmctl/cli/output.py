@@ -85,7 +85,10 @@ def jsonl_records(envelope: dict[str, Any], tool: Any) -> list[Any] | JsonTexts:
         return [envelope]
     result = envelope["result"]
     records = getattr(tool, "records", None)
-    if records and isinstance(result, dict) and isinstance(result.get(records), (list, JsonTexts)):
+    # A result that names an op (one it wrote, or the one that did: a replay) is not a list:
+    # `op revert` lists its ops one a line only as a dry run; done, `op` is what to keep.
+    wrote = isinstance(result, dict) and result.get("op") is not None
+    if records and not wrote and isinstance(result, dict) and isinstance(result.get(records), (list, JsonTexts)):
         return result[records]
     return [result]
 
