@@ -56,7 +56,8 @@ def shown_examples(tool: Tool) -> list[tuple[str, str]]:
     shown = []
     for example in registry.examples(tool):
         if example.caption and len(shown) < 3:
-            identity = ["--as", EXAMPLE_ACTOR] if tool.needs_identity else []
+            # `@` names the caller's newest op: it needs an identity in a read too
+            identity = ["--as", EXAMPLE_ACTOR] if tool.needs_identity or "@" in example.cli else []
             words = [word.replace(WORKFLOW, SHOWN_WORKFLOW) for word in ("swarmctl", *identity, *example.cli)]
             shown.append((example.caption, shlex.join(words)))
     return shown

@@ -170,6 +170,6 @@ EXAMPLES = {
     ),
     "op_show": (
         Example(("op", "show", "6"), {"op": 6}, caption="Show op 6."),
-        Example(("op", "show", "@"), {"op": "@"}, caption="Show the newest op."),
+        Example(("op", "show", "@"), {"op": "@"}, caption="Show your newest op (`@`: the caller's, so it needs --as)."),
     ),
 }
