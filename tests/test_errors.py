@@ -88,6 +88,18 @@ def test_op_numbers_beyond_the_log(sw, golden):
     assert sw.transcript(*runs) == golden
 
 
+def test_a_bad_swarmctl_output_names_the_variable_not_a_flag_never_given(sw):
+    """The README: a bad value of a setting is E_INVALID_ARG naming the variable. SWARMCTL_OUTPUT
+    was refused as "Invalid value for '--output'", a flag the user never gave."""
+    build_golden_store(sw)
+    ran = sw.process("--repo", str(sw.store), "op", "log", env={"SWARMCTL_OUTPUT": "bogus"})
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG")
+    assert ran.error["message"].startswith("SWARMCTL_OUTPUT='bogus' is not a valid value")
+    assert (ran.error["details"]["variable"], ran.error["details"]["value"]) == ("SWARMCTL_OUTPUT", "bogus")
+    flag = sw.process("--repo", str(sw.store), "-o", "bogus", "op", "log")  # given: the flag is named
+    assert "variable" not in flag.error["details"] and "'--output'" in flag.error["message"]
+
+
 @pytest.mark.backends("sqlite", "postgres")
 def test_lock_timeout_variable_is_checked(sw):
     build_golden_store(sw)

@@ -189,6 +189,18 @@ def run(args: list[str]) -> int:
     return status if isinstance(status, int) else 0
 
 
+def _bad_setting(exc: UsageError) -> str | None:
+    """The environment variable whose value Click refused, if the refused value came from one
+    (SWARMCTL_OUTPUT, SWARMCTL_REPO, ...), not from the command line."""
+    param = getattr(exc, "param", None)
+    variable = getattr(param, "envvar", None)
+    ctx = exc.ctx
+    if not isinstance(variable, str) or variable not in os.environ or ctx is None or param.name is None:
+        return None
+    source = ctx.get_parameter_source(param.name)
+    return variable if source is not None and source.name == "ENVIRONMENT" else None
+
+
 def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     """Bad usage is an envelope too: E_INVALID_ARG, the usage text in details and on stderr."""
     click_ctx = exc.ctx
@@ -197,7 +209,12 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     where = click_ctx.command_path if click_ctx is not None else "swarmctl"
     # With no command Click "fails" with the whole help as its message: say what is missing.
     message = f"missing command: `{where}` needs one" if isinstance(exc, NoArgsIsHelpError) else exc.format_message()
-    error = SwarmError("E_INVALID_ARG", message, details={"usage": usage}, hint=f"Run `{where} --help` for usage.")
+    details: dict[str, Any] = {"usage": usage}
+    variable = _bad_setting(exc)
+    if variable is not None:  # Click names the option; the value came from the variable
+        message = f"{variable}={os.environ[variable]!r} is not a valid value: {message}"
+        details = {"variable": variable, "value": os.environ[variable], **details}
+    error = SwarmError("E_INVALID_ARG", message, details=details, hint=f"Run `{where} --help` for usage.")
     if not quiet:
         if isinstance(exc, NoArgsIsHelpError):
             exc.show(file=sys.stderr)  # the help text, ours
