@@ -45,6 +45,23 @@ def test_the_op_log_fits_the_terminal_and_keeps_op_actor_and_kind_whole(sw, stor
         assert op["actor"] in cells and op["kind"] in cells, row
 
 
+@pytest.mark.parametrize("width", [40, 80])
+def test_an_actor_too_long_for_the_terminal_is_cut_and_the_op_stays(sw, width):
+    """Where op, actor and kind cannot all fit (an actor of 76 characters), the op column went
+    to nothing (Rich shrank it) and actor and kind were cut: an op log without op numbers. Now
+    the op stays whole, and the widest of the others is cut."""
+    actor = "agent/" + "nightly-release-bot-" * 3 + "x" * 10
+    sw.ok("--as", actor, "init", str(sw.store))
+    sw.ok("--repo", str(sw.store), "--as", actor, "changeset", "create", "-m", "hi", "--ref", "main")
+    for args in (("op", "log"), ("op", "show", "2")):
+        ran = sw("--repo", str(sw.store), "-o", "table", *args, env={"COLUMNS": str(width), "TZ": "UTC", "NO_COLOR": "1"})
+        lines = ran.stdout.splitlines()
+        assert ran.exit == 0 and max(len(line) for line in lines) <= width, "\n" + ran.stdout
+        assert re.search(r"^[│ ]*op\b", lines[0] if args[1] == "log" else ran.stdout, re.M), ran.stdout
+        rows = [line for line in lines if re.match(r"^[│ ]*2 ", line)]
+        assert rows and "agent/nightly" in rows[0] and "…" in rows[0], ran.stdout
+
+
 def test_long_text_is_cut_with_an_ellipsis_and_the_json_keeps_it(sw, store):
     narrow = sw("--repo", store, "-o", "table", "op", "log", env={"COLUMNS": "60"}).stdout
     assert "…" in narrow and "Fix flaky deploy check" not in narrow

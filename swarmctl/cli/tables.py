@@ -148,7 +148,20 @@ class Fit:
                 widths = self._widths(shown, bordered)
                 if widths is not None:
                     return bordered, widths
-        return False, {name: natural for name, natural, how in self.columns if how == "keep"}
+        return False, self._kept_cut()
+
+    def _kept_cut(self) -> dict[str, int]:
+        """Not even the "keep" columns fit whole (an actor of 60 characters at 40 columns): the
+        first of them (the op) stays whole, the widest of the others is cut, to no less than
+        MIN_CUT. (Left to Rich, the first went to nothing.)"""
+        widths = {name: natural for name, natural, how in self.columns if how == "keep"}
+        first, room = next(iter(widths)), self.width - self.overhead(len(widths), False)
+        while sum(widths.values()) > room:
+            widest = max((name for name in widths if name != first), key=widths.__getitem__, default=None)
+            if widest is None or widths[widest] <= self.MIN_CUT:
+                break
+            widths[widest] -= 1
+        return widths
 
     def _widths(self, shown: list[tuple[str, int, str]], bordered: bool) -> dict[str, int] | None:
         """Whole columns at their width; the cut ones, in order, each as wide as it can be while
@@ -228,6 +241,7 @@ def _plain_ops(result: dict[str, Any]) -> str:
     rows = [tuple(inert(cell, keep="") for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     widths[4] = min(widths[4], 60)
+    rows = [(*row[:4], _cut(row[4], widths[4]), row[5]) for row in rows]  # padded, and cut: moves stay in line
     lines = []
     for row in rows:
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
