@@ -61,6 +61,36 @@ def test_a_store_with_files_transactions_and_workflows_goes_to_postgres_and_back
         assert sw.ok("--repo", copy, "--as", ALICE, "tx", "begin")["tx"] > 1  # numbered after the copied one
 
 
+def test_tokens_and_recorded_clock_breaks_go_with_the_store(sw, monkeypatch):
+    """`store copy` left out the tokens table (every token holder of `mcp --http` lost access
+    once the store moved; `token revoke` of one was E_NOT_FOUND) and the time_breaks table (a
+    store whose clock once ran ahead copied into one that failed `store check`)."""
+    from datetime import datetime, timezone
+
+    from test_clock_skew import START, Clock, write
+
+    local, server, back = sw.tmp / "local", sw.url, str(sw.tmp / "back")
+    sw.url = None  # sw.store: the local directory
+    clock = Clock(monkeypatch, START)
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    write(sw, clock, "ahead", far=datetime(2030, 1, 1, tzinfo=timezone.utc))  # op 2, a clock far ahead
+    write(sw, clock, "after")  # op 3: earlier than op 2, recorded as a break
+    made = [sw.ok("--repo", str(sw.store), "--as", ALICE, "token", "create", actor, *flags)
+            for actor, flags in (("agent/w1", ()), ("agent/r1", ("--read-only",)))]
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "token", "revoke", str(made[0]["id"]))
+    tokens = sw.ok("--repo", str(sw.store), "token", "list")["tokens"]
+    breaks = sw.ok("--repo", str(sw.store), "store", "check")["times_out_of_order"]
+    assert [(b["op"], b["recorded"]) for b in breaks] == [(3, True)] and len(tokens) == 2
+    sw.ok("store", "copy", str(sw.store), server)
+    sw.ok("store", "copy", server, back)
+    for copy in (server, back):
+        assert sw.ok("--repo", copy, "token", "list")["tokens"] == tokens
+        checked = sw.ok("--repo", copy, "store", "check")
+        assert checked["problems"] == [] and checked["times_out_of_order"] == breaks
+    revoked = sw.ok("--repo", back, "--as", ALICE, "token", "revoke", str(made[1]["id"]))
+    assert revoked["id"] == made[1]["id"]
+
+
 def test_a_destination_with_a_store_is_refused_and_left_alone(sw):
     sw.ok("--as", ALICE, "init", sw.url)
     local = str(sw.tmp / "local")

@@ -21,9 +21,12 @@ from swarmctl.store.sql import Conn
 BATCH = 2000
 # In the order foreign keys allow; each with the columns both schemas share.
 TABLES = (
-    "ops", "changesets", "blobs", "ref_moves", "refs", "op_reverts",
+    "ops", "changesets", "blobs", "ref_moves", "refs", "op_reverts", "time_breaks", "tokens",
     "txs", "tx_revisions", "tx_baselines", "workflows", "workflow_steps",
 )
+# Tables a local store of an older format may lack (read as it is): op_reverts and time_breaks
+# before format 2, tokens before format 3. Its copy has them, empty.
+_LATER = ("op_reverts", "time_breaks", "tokens")
 # Rows of `meta` that belong to one store and are not copied.
 _OWN_META = ("format", MOVED_TO)
 
@@ -112,8 +115,8 @@ def _shared_columns(conn: Conn, table: str, wanted: list[str]) -> list[str]:
         return wanted
     try:
         cur = conn.execute(f"SELECT * FROM {table} LIMIT 0")
-    except Exception as exc:  # no op_reverts before format 2: _batches passes the table by
-        if table == "op_reverts" and "no such table" in str(exc):
+    except Exception as exc:  # a table of a later format: _batches passes it by
+        if table in _LATER and "no such table" in str(exc):
             return wanted
         raise
     have = {d[0] for d in cur.description}
@@ -126,8 +129,8 @@ def _batches(conn: Conn, table: str, cols: str) -> Iterator[list[tuple]]:
         cols = ", ".join(taken.get(c, f"m.{c}") for c in cols.split(", "))
     try:
         rows = conn.execute(f"SELECT {cols} FROM {_SOURCES.get(table, table)} ORDER BY 1")
-    except Exception as exc:  # a store made before reverts existed has no op_reverts table
-        if table == "op_reverts" and "no such table" in str(exc):
+    except Exception as exc:  # a store made before that table's format has none (_LATER)
+        if table in _LATER and "no such table" in str(exc):
             return
         raise
     while True:
