@@ -158,6 +158,19 @@ def test_only_an_admin_changes_a_store_setting(sw):
     assert op_count(sw.store) == before
 
 
+def test_only_an_admin_fences_the_store(sw):
+    """`store copy --fence` stops every writer of the store, and no command lifts a fence:
+    under a policy, any agent could fence a shared store (and send its writers elsewhere)."""
+    store = Store(sw)
+    before = op_count(sw.store)
+    ran = sw("--as", "agent/x", "store", "copy", str(sw.store), str(sw.tmp / "agent-copy"), "--fence")
+    assert (ran.exit, ran.error["code"], ran.error["details"]["rule"]) == (6, "E_FORBIDDEN", "admins"), ran.stdout
+    assert not (sw.tmp / "agent-copy").exists()
+    assert store.ok(ALICE, "ref", "set", "still/writes", "main", "--create")["op"] == before + 1
+    assert sw.ok("--as", "agent/x", "store", "copy", str(sw.store), str(sw.tmp / "plain-copy"))["fenced"] is False
+    assert sw.ok("--as", ALICE, "store", "copy", str(sw.store), str(sw.tmp / "moved"), "--fence")["fenced"] is True
+
+
 def test_a_policy_set_from_stdin(sw):
     store = Store(sw, policy=None)
     ran = sw.process("--repo", store.repo, "--as", ALICE, "policy", "set", "-", input=POLICY)

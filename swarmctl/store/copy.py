@@ -51,8 +51,10 @@ def copy_store(
     actor: str,
     fence: bool = False,
     progress: Callable[[str, int], None] | None = None,
+    may_fence: Callable[[Writer], None] | None = None,
 ) -> tuple[Store, Store, Copied]:
-    """Copy the store at `source` into a new store at `destination`; both returned open."""
+    """Copy the store at `source` into a new store at `destination`; both returned open.
+    `may_fence` raises if the fence may not be set (asked in its transaction, before the copy)."""
     src = Store.open(source, readonly=not fence)
     counts: dict[str, int] = {}
     columns = _columns()
@@ -82,6 +84,8 @@ def copy_store(
     try:
         if fence:
             with src.write(actor) as sw:
+                if may_fence is not None:
+                    may_fence(sw)
                 dst = Store.make(destination, actor, fill(sw.conn))
                 sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
         else:

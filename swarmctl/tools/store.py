@@ -12,7 +12,7 @@ import typing
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import READ, Annotations, Cli, Tool, arg, request_type, result_type, Example
-from swarmctl.store import Store
+from swarmctl.store import Store, Writer
 from swarmctl.store.schema import FORMAT_VERSION
 from swarmctl.tools.changeset import ChangesetCreateReq, changeset_create
 from swarmctl.tools.op import OpLogReq, OpRecord, op_log
@@ -147,9 +147,14 @@ def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
                           "step": table, "event": "done", "status": f"{rows} rows", "position": position})
         done["n"] = rows
 
+    def may_fence(w: "Writer") -> None:  # a fence stops every writer's writes: under a policy, admins only
+        from swarmctl import policy as rules
+
+        rules.refuse(rules.may_admin(w.policy, w.actor, "fence the store (store copy --fence)"))
+
     src, dst, copied = copy_store(
         ctx.locate(req.source), ctx.locate(req.destination),
-        actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress,
+        actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress, may_fence=may_fence,
     )
     ctx.adopt(dst)
     src.close()
