@@ -136,8 +136,15 @@ def _no_database(error: NoDatabase) -> str:
     name = error.database or "(your user name)"
     return (
         f"Create the database first (`createdb {name}`, or `CREATE DATABASE {name};` in psql), "
-        f"then `swarmctl init {error.shown}`."
+        f"then `swarmctl init {_quoted(error.shown)}`."
     )
+
+
+def _quoted(url: str) -> str:
+    """A store's URL as a shell takes it whole: its `&` and `?` would split or glob the line."""
+    import shlex
+
+    return shlex.quote(url)
 
 
 def _no_store(error: NoStore) -> str:
@@ -152,8 +159,8 @@ HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
     NoStore: _no_store,
     NoDatabase: _no_database,
     NoSchema: lambda error: (
-        f"Run `swarmctl init {error.shown}` or the `swarmctl store copy` again: it fills the empty tables."
-        if error.unfinished else f"Create one with `swarmctl init {error.shown}`, or name the store's schema with ?schema=NAME."
+        f"Run `swarmctl init {_quoted(error.shown)}` or the `swarmctl store copy` again: it fills the empty tables."
+        if error.unfinished else f"Create one with `swarmctl init {_quoted(error.shown)}`, or name the store's schema with ?schema=NAME."
     ),
     StoreDamaged: lambda error: "Nothing was written. `swarmctl store check` lists every problem; restore the "
     "store from a backup, or repair what it names.",
