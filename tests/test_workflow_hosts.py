@@ -151,3 +151,34 @@ def test_a_bad_host_id_or_lease_is_refused_and_nothing_is_created(kit):
     assert kit("workflow", "list", actor=None).result["workflows"] == []
     assert bad_host.error["code"] == "E_INVALID_ARG" and "SWARMCTL_HOST_ID" in bad_host.error["message"]
     assert bad_lease.error["code"] == "E_INVALID_ARG" and bad_lease.error["details"]["variable"] == "SWARMCTL_LEASE_S"
+
+
+@pytest.mark.backends("postgres")
+def test_a_run_that_cannot_renew_its_lease_stops_its_command_before_the_lease_runs_out(sw, pg_cluster):
+    """The running swarmctl's connection dropped: it never renewed its lease again, but kept
+    its command running, and once the lease ran out another host resumed the step with --retry
+    and ran it a second time, beside the first. Now a lease not renewed for two thirds of
+    SWARMCTL_LEASE_S stops the command (its whole group), and the run ends E_UNAVAILABLE."""
+    kit = Kit(sw)
+    (kit.dir / "gate.sh").write_text('#!/bin/sh\necho $$ > gate.pid\necho start >> marks.log\n'
+                                     'while [ ! -e go ]; do sleep 0.05; done\necho end >> marks.log\n')
+    (kit.dir / "gate.sh").chmod(0o755)
+    kit.write('name = "w"\n[[step]]\nname = "s"\nrun = ["./gate.sh"]\n')
+    proc = kit.popen("workflow", "run", "flow.toml", env={"SWARMCTL_HOST_ID": "host-a", "SWARMCTL_LEASE_S": "1"})
+    deadline = time.monotonic() + WAIT_S
+    while not ("start" in kit.marks() and (kit.dir / "gate.pid").read_text().endswith("\n")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    pg_cluster.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'swarmctl' AND pid <> pg_backend_pid()", database="swarm")
+    code, ended = envelope(proc)
+    assert (code, ended["error"]["code"]) == (11, "E_UNAVAILABLE"), ended
+    assert "command was stopped" in ended["error"]["message"]
+    with pytest.raises(ProcessLookupError):  # the command's group is gone before swarmctl ends
+        os.kill(int((kit.dir / "gate.pid").read_text()), 0)
+    (kit.dir / "go").touch()
+    assert kit.marks() == ["start"]
+    # Its own host asks the pid: the run is gone, the step interrupted (another host waits out the lease).
+    status = kit("workflow", "status", kit("workflow", "list", actor=None).result["workflows"][0]["id"], actor=None,
+                 env={"SWARMCTL_HOST_ID": "host-a"})
+    assert status.result["workflow"]["state"] == "failed" and status.result["steps"][0]["status"] == "interrupted"

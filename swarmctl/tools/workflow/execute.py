@@ -28,6 +28,7 @@ terminal. It must not raise.
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -63,11 +64,21 @@ class LostOwnership(Exception):
     Not a SwarmError, so that the handlers that save a step's own failure never catch it; it
     leaves the executor as E_STATE (`as_error`)."""
 
-    def __init__(self, wf_id: str) -> None:
+    def __init__(self, wf_id: str, lease_lapsing: bool = False) -> None:
         super().__init__(wf_id)
         self.wf_id = wf_id
+        self.lease_lapsing = lease_lapsing
 
     def as_error(self) -> SwarmError:
+        if self.lease_lapsing:
+            return SwarmError(
+                "E_UNAVAILABLE",
+                f"workflow {self.wf_id}: its lease could not be renewed (the store is out of reach), so its "
+                "command was stopped before another host could take the workflow over and run the step again",
+                details={"workflow": self.wf_id},
+                hint=f"Once the store answers, `swarmctl workflow status {self.wf_id}` shows the step interrupted: "
+                "check what it did, then resume it with --retry or roll back.",
+            )
         return SwarmError(
             "E_STATE",
             f"workflow {self.wf_id} is no longer held by this process; stopped",
@@ -94,6 +105,7 @@ class Executor:
         # changes the workflow row: the next step's start, a release, `_saving_the_last`).
         self._unsaved: Callable[[Writer], None] | None = None
         self.lease_s = hosts.lease_s()
+        self._renewed = time.monotonic()  # when this process last renewed its lease (any owned write)
         self.base_dir = Path(wf.base_dir)  # where its commands run
         self._hidden: dict[int, list[str]] = {}  # by step: what its `${env:...}` references resolve to
 
@@ -113,6 +125,7 @@ class Executor:
                 self._unsaved(w)
             yield w
         self._unsaved = None  # committed
+        self._renewed = time.monotonic()
 
     def _save_later(self, save: Callable[[Writer], None]) -> None:
         self._unsaved = save
@@ -150,12 +163,17 @@ class Executor:
     def renew(self) -> None:
         """While a command runs: renew the lease, so that other hosts keep taking this process
         for alive. A store that is busy or out of reach now is asked again at the next renewal;
-        a workflow another process took over stops the command (LostOwnership)."""
+        a workflow another process took over stops the command (LostOwnership). On a store that
+        hosts share, a lease not renewed for two thirds of SWARMCTL_LEASE_S stops the command
+        too: once the lease runs out another host may take the workflow over and run the step
+        again, and it must not run twice at once. (A local store's processes are all on this
+        host, which asks the pid, never the lease.)"""
         try:
             with self._owned_write():
                 pass
         except SwarmError:
-            pass
+            if self.store.path is None and time.monotonic() - self._renewed > self.lease_s * 2 / 3:
+                raise LostOwnership(self.wf.id, lease_lapsing=True) from None
 
     def _report(self, phase: str, event: str, step: Step, position: int, count: int, status: str | None = None) -> None:
         if self.progress is not None:
