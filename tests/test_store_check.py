@@ -258,6 +258,24 @@ def test_a_workflow_step_naming_another_op_is_found_and_never_undone(sw):
     assert sw.ok(*repo, "ref", "show", "release/v1")["target"] == ids["fix"]  # op 4's ref, untouched
 
 
+@pytest.mark.backends("postgres")
+def test_a_head_row_moved_with_no_op_is_found_and_writes_are_e_store_corrupt(sw):
+    """On PostgreSQL ops are numbered from the `head` row. Moved by one with no op behind it (a
+    role's guard lets the head move by one a transaction), every later write was E_INTERNAL
+    ("cannot seal op N: the op before it has no hash", a bug) and `store check` passed."""
+    from core_helpers import tamper
+
+    build_golden_store(sw)
+    with tamper(sw.store) as conn:
+        conn.execute("UPDATE head SET last_op = last_op + 1")
+    checked = sw("--repo", str(sw.store), "store", "check")
+    assert (checked.exit, checked.error["code"]) == (9, "E_STORE_CORRUPT")
+    assert [p["code"] for p in checked.error["details"]["problems"]] == ["head_row"]
+    ran = sw("--repo", str(sw.store), "--as", ALICE, "ref", "set", "x", "main", "--create")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+    assert op_count(sw.store) == 6
+
+
 def test_a_wal_deleted_under_an_open_store_is_e_store_corrupt_never_e_internal(sw):
     """The -wal file deleted while another process has the store open: SQLite's read fails
     (SQLITE_IOERR_SHORT_READ) and ends the transaction itself. Ending it again, "cannot commit -

@@ -81,8 +81,10 @@ def seal(conn: Conn, op: int, *, previous: str | None = None, appended: dict[str
     else both are read from the store."""
     previous = previous if previous is not None else previous_hash(conn, op)
     found = appended if appended is not None and appended["op"] == op else op_content(conn, op)
-    if previous is None or found is None:
-        raise RuntimeError(f"cannot seal op {op}: the op before it has no hash")
+    if previous is None or found is None:  # no op before it (a gap: a head moved with no op), or none at all
+        from swarmctl.store.errors import Problem, damaged
+
+        raise damaged([Problem("hash_chain", f"op {op} cannot be sealed: the op before it is missing or has no hash", op)])
     digest = op_hash(previous, found)
     conn.execute("UPDATE ops SET hash = ? WHERE op = ?", (digest, op))
     return digest

@@ -22,23 +22,10 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts, workflows
+from swarmctl.store.errors import Problem
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)  # \d: 0-9 only
-
-
-class Problem(NamedTuple):
-    code: str  # which rule: "ops_gapless", "move_chain", "refs_match_log", "hash_chain", ...
-    message: str
-    op: int | None = None
-    ref: str | None = None
-
-    @property
-    def check(self) -> str:  # the name this field had before `store check` printed it
-        return self.code
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self._asdict().items() if v is not None}
 
 
 def check_store(
@@ -56,11 +43,24 @@ def check_store(
     checks += [_changesets, _blobs, _refs_shadowing_ids]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
+    else:
+        checks.append(_head_row)
     checks.append(lambda c: _workflows(c, workflow_states, step_statuses))
     problems: list[Problem] = []
     for run in checks:
         problems += _guarded(run, conn)
     return problems
+
+
+def _head_row(conn: Conn) -> list[Problem]:
+    """PostgreSQL numbers ops from its `head` row: it must name the newest op. A head moved with
+    no op behind it makes every later write's op follow a gap."""
+    head = conn.execute("SELECT last_op FROM head WHERE id = 1").fetchone()
+    newest = conn.execute("SELECT COALESCE(MAX(op), 0) FROM ops").fetchone()[0]
+    if head is None or head[0] != newest:
+        found = "no head row" if head is None else f"the head row names op {head[0]}"
+        return [Problem("head_row", f"{found}, but the newest op is {newest}", newest or None)]
+    return []
 
 
 def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:

@@ -13,6 +13,7 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from swarmctl.envelope import SwarmError, bug
 from swarmctl.store.files import lock_timeout, on_readonly_filesystem
@@ -178,6 +179,20 @@ class Ambiguous(SwarmError):
             "E_INVALID_ARG", f"{what} prefix {given!r} is ambiguous", details={"value": given, "candidates": candidates}
         )
         self.what, self.given, self.candidates = what, given, candidates
+
+
+class Problem(NamedTuple):
+    code: str  # which rule: "ops_gapless", "move_chain", "refs_match_log", "hash_chain", ...
+    message: str
+    op: int | None = None
+    ref: str | None = None
+
+    @property
+    def check(self) -> str:  # the name this field had before `store check` printed it
+        return self.code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self._asdict().items() if v is not None}
 
 
 class StoreDamaged(SwarmError):

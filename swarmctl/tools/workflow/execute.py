@@ -44,6 +44,7 @@ from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.undo import undo_in
 from swarmctl.tools.workflow import definition, process, records
+from swarmctl.tools.workflow.ownership import LostOwnership
 from swarmctl.tools.workflow.rollback_types import (
     CommandUndone,
     ErrorInfo,
@@ -56,35 +57,6 @@ from swarmctl.tools.workflow.rollback_types import (
 from swarmctl.tools.workflow.records import Step, Workflow
 
 Progress = Callable[[dict[str, Any]], None]
-
-
-class LostOwnership(Exception):
-    """Another process took the workflow over: stop at once, and save nothing more.
-
-    Not a SwarmError, so that the handlers that save a step's own failure never catch it; it
-    leaves the executor as E_STATE (`as_error`)."""
-
-    def __init__(self, wf_id: str, lease_lapsing: bool = False) -> None:
-        super().__init__(wf_id)
-        self.wf_id = wf_id
-        self.lease_lapsing = lease_lapsing
-
-    def as_error(self) -> SwarmError:
-        if self.lease_lapsing:
-            return SwarmError(
-                "E_UNAVAILABLE",
-                f"workflow {self.wf_id}: its lease could not be renewed (the store is out of reach), so its "
-                "command was stopped before another host could take the workflow over and run the step again",
-                details={"workflow": self.wf_id},
-                hint=f"Once the store answers, `swarmctl workflow status {self.wf_id}` shows the step interrupted: "
-                "check what it did, then resume it with --retry or roll back.",
-            )
-        return SwarmError(
-            "E_STATE",
-            f"workflow {self.wf_id} is no longer held by this process; stopped",
-            details={"workflow": self.wf_id},
-            hint=f"`swarmctl workflow status {self.wf_id}` shows who holds it now.",
-        )
 
 
 class Executor:
