@@ -119,6 +119,22 @@ def test_meta_repo_is_the_url_without_its_password_and_no_output_shows_it(sw, pg
 
 
 @POSTGRES
+def test_a_role_without_usage_on_the_schema_is_forbidden_not_told_to_init(sw, pg_cluster):
+    """PostgreSQL's search_path passes by a schema the role may not use, so the store's tables
+    read as missing: E_NOT_A_REPO, with a hint to `swarmctl init` a store that is there (which
+    then failed as E_FORBIDDEN). It is E_FORBIDDEN, naming the schema."""
+    sw.ok("--as", ALICE, "init", sw.url)
+    role = f"no_usage_{os.getpid()}"
+    pg_cluster.psql(f"CREATE ROLE {role} LOGIN")
+    schema = sw.url.rsplit("schema=", 1)[1]
+    ran = sw("--repo", sw.url.replace(f"{pg_cluster.role}@", f"{role}@"), "op", "log")
+    assert (ran.exit, ran.error["code"]) == (6, "E_FORBIDDEN"), ran.stdout
+    assert ran.error["message"] == f"the role {role} may not use the schema {schema} (no USAGE on it), where the store is"
+    missing = sw("--repo", sw.url.replace(f"{pg_cluster.role}@", f"{role}@") + "x", "op", "log")
+    assert missing.error["code"] == "E_NOT_A_REPO"  # no such schema: no store, as before
+
+
+@POSTGRES
 def test_errors_of_a_server_store(sw, pg_cluster):
     missing_db = sw("--repo", sw.url.replace("/swarm?", "/no_such_db?"), "op", "log")
     assert (missing_db.exit, missing_db.error["code"]) == (5, "E_NOT_A_REPO")

@@ -62,8 +62,9 @@ class PostgresStore(Store):
                 f"{_SESSION}; SET search_path TO {_ident(url.schema)}; SELECT value FROM meta WHERE key = 'format'"
             ).fetchone()
         except psycopg.errors.UndefinedTable:
+            refused = _schema_refused(conn, url)  # a schema the role may not use reads as none
             conn.close()
-            raise _not_a_store(url) from None
+            raise (refused or _not_a_store(url)) from None
         except psycopg.Error as exc:
             conn.close()
             raise errors.translate(exc, url) from exc
@@ -304,6 +305,21 @@ def _already_a_store(url: StoreUrl, why: str = "") -> SwarmError:
         details={"path": url.shown},
         hint="Use it with --repo, or name another schema with ?schema=NAME in the URL.",
     )
+
+
+def _schema_refused(conn: PgConn, url: StoreUrl) -> SwarmError | None:
+    """E_FORBIDDEN if the store's schema exists but this role has no USAGE on it: PostgreSQL's
+    search_path passes such a schema by, so its tables read as missing, which said "no store
+    here; create one with init" of a store that is there. None if the schema is not there."""
+    try:
+        row = conn.native(
+            "SELECT has_schema_privilege(oid, 'USAGE'), current_user FROM pg_namespace WHERE nspname = %s", (url.schema,)
+        ).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None or row[0]:
+        return None
+    return errors.forbidden(url, f"the role {row[1]} may not use the schema {url.schema} (no USAGE on it), where the store is")
 
 
 def _not_a_store(url: StoreUrl, unfinished: bool = False) -> NoSchema:
