@@ -135,6 +135,21 @@ def test_a_role_without_usage_on_the_schema_is_forbidden_not_told_to_init(sw, pg
 
 
 @POSTGRES
+def test_store_check_without_a_grant_is_forbidden_not_corrupt(sw, pg_cluster):
+    """A role that may not read one table: `store check` listed the refusal (and the aborted
+    transaction after it) as three problems of the store, E_STORE_CORRUPT (exit 9), a false
+    alarm of damage in CI, naming a check `<lambda>`. A server's refusal is E_FORBIDDEN."""
+    sw.ok("--as", ALICE, "init", sw.url)
+    role, schema = f"no_steps_{os.getpid()}", sw.url.rsplit("schema=", 1)[1]
+    pg_cluster.psql(f"CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {schema} TO {role}; "
+                    f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}; REVOKE SELECT ON {schema}.workflow_steps FROM {role}",
+                    database="swarm")
+    ran = sw("--repo", sw.url.replace(f"{pg_cluster.role}@", f"{role}@"), "store", "check")
+    assert (ran.exit, ran.error["code"]) == (6, "E_FORBIDDEN"), ran.stdout
+    assert "workflow_steps" in ran.error["message"]
+
+
+@POSTGRES
 def test_errors_of_a_server_store(sw, pg_cluster):
     missing_db = sw("--repo", sw.url.replace("/swarm?", "/no_such_db?"), "op", "log")
     assert (missing_db.exit, missing_db.error["code"]) == (5, "E_NOT_A_REPO")

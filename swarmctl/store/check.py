@@ -45,7 +45,10 @@ def check_store(
         checks.append(_foreign_keys)
     else:
         checks.append(_head_row)
-    checks.append(lambda c: _workflows(c, workflow_states, step_statuses))
+    def workflows_rows(c: Conn) -> list[Problem]:
+        return _workflows(c, workflow_states, step_statuses)
+
+    checks.append(workflows_rows)
     problems: list[Problem] = []
     for run in checks:
         problems += _guarded(run, conn)
@@ -63,10 +66,19 @@ def _head_row(conn: Conn) -> list[Problem]:
     return []
 
 
+# A server's refusal (a grant missing), a cancelled statement (a timeout), a lost connection or
+# a lack of resources says nothing of the store: raised, it is typed where the read is
+# (E_FORBIDDEN, E_BUSY, E_UNAVAILABLE), never listed as damage (SQLSTATE classes and codes).
+_NOT_DAMAGE = ("42501", "57014", "08", "57P", "53", "40001", "40P01")
+
+
 def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
     try:
         return run(conn)
     except Exception as exc:  # noqa: BLE001 - whatever stops a check is what it found
+        state = getattr(exc, "sqlstate", None)
+        if isinstance(state, str) and state.startswith(_NOT_DAMAGE):
+            raise
         name = getattr(run, "__name__", "check").strip("_")
         return [Problem("unreadable", f"{name}: the store cannot be read here: {type(exc).__name__}: {exc}")]
 
