@@ -93,6 +93,19 @@ def test_tables_show_short_local_times_and_the_json_stays_utc(sw, store, zone):
     assert "T" not in row.split("│")[2] and "Z" not in row.split("│")[2]
 
 
+def test_every_table_shows_times_as_the_op_log_does(sw, store):
+    """`changeset show`, `ref show`, `store check` (its head), `token list` printed the JSON's
+    RFC 3339 UTC time in a table that promised local short times."""
+    sw.ok("--repo", store, "--as", AGENT, "token", "create", "agent/t1")
+    ref = sw.ok("--repo", store, "ref", "show", "main")
+    local = datetime.fromisoformat(ref["at"].replace("Z", "+00:00")).astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M:%S")
+    for args in (("changeset", "show", "main"), ("ref", "show", "main"), ("store", "check"), ("token", "list")):
+        ran = sw("--repo", store, "-o", "table", *args, env={"TZ": "Asia/Tokyo", "COLUMNS": "200", "NO_COLOR": "1"})
+        assert ran.exit == 0 and not re.search(r"\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ran.stdout), (args, ran.stdout)
+        if args[0] in ("changeset", "ref"):
+            assert local in ran.stdout, ran.stdout
+
+
 def test_on_a_terminal_the_last_day_is_relative(sw, store):
     env = {**sw.env, "COLUMNS": "160", "TZ": "UTC"}
     status, out, _ = run_on_terminal(["--repo", store, "-o", "table", "op", "log"], env, sw.tmp)

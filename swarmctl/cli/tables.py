@@ -507,8 +507,14 @@ def _generic(console, result: Any) -> None:
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in result.items():
-        table.add_row(key, _text(value))
+        table.add_row(key, when(value) if _a_time(key, value) else _text(value))
     console.print(table)
+
+
+def _a_time(key: str, value: Any) -> bool:
+    """A field that holds a time (`at`, `begun_at`, `expires_at`, ...): shown as `when` shows
+    times, in the local zone and short, as the op log shows them."""
+    return isinstance(value, str) and (key == "at" or key.endswith("_at"))
 
 
 def _text(value: Any) -> str:
@@ -542,7 +548,9 @@ def _lines(value: Any, indent: str) -> list[str]:
     if isinstance(value, dict):
         lines = []
         for key, item in value.items():
-            if _flat(item):
+            if _a_time(key, item):
+                lines.append(f"{indent}{key}: {when(item)}")
+            elif _flat(item):
                 lines.append(f"{indent}{key}: {_lines(item, '')[0]}")
             else:
                 lines += [f"{indent}{key}:", *_lines(item, indent + "  ")]
