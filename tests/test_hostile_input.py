@@ -119,10 +119,10 @@ def test_what_python_reads_as_json_and_rfc_8259_does_not_is_refused(sw):
 
 
 def test_a_lone_surrogate_escape_is_refused_at_every_json_door(sw):
-    """json.loads takes `"\ud800"`, half of a UTF-16 surrogate pair alone: no Unicode text, so
+    """json.loads takes `"\\ud800"`, half of a UTF-16 surrogate pair alone: no Unicode text, so
     nothing can write it as UTF-8. It reached pydantic, whose message ("Invalid JSON: unexpected
     end of hex escape") named neither the value nor the cause, and the MCP server answered a
-    request holding one as no JSON-RPC message (-32600). A pair (`"\ud83d\ude00"`) is a character."""
+    request holding one as no JSON-RPC message (-32600). A pair (`"\\ud83d\\ude00"`) is a character."""
     build_golden_store(sw)
     half = "a string holds \\ud800 alone, half of a UTF-16 surrogate pair, which is no Unicode character"
     ran = sw("--repo", str(sw.store), "call", "ref_show", '{"name": "main\\ud800"}')
