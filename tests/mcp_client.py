@@ -171,6 +171,14 @@ class RawServer:
         assert line, f"the server closed stdout; stderr: {self.proc.stderr.read() if self.proc.stderr else ''}"
         return json.loads(line)
 
+    def exchange(self, *messages: dict[str, Any] | str) -> list[dict[str, Any]]:
+        """Each message sent and its answer read, in turn: the answers."""
+        answers = []
+        for message in messages:
+            self.send(message)
+            answers.append(self.receive())
+        return answers
+
     def initialize(self) -> dict[str, Any]:
         self.send(INITIALIZE)
         response = self.receive()

@@ -138,10 +138,10 @@ def test_a_lone_surrogate_escape_is_refused_at_every_json_door(sw):
         f"the line is not valid JSON: {half}", None, True, 2)
     with RawServer(sw.store, AGENT) as server:
         server.initialize()
-        server.send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"\\ud800"}}}')
-        answer = server.receive()
-        server.send('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"main"}}}')
-        after = server.receive()
+        answer, after = server.exchange(
+            '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"\\ud800"}}}',
+            '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"main"}}}',
+        )
         code, _, err = server.close()
     assert answer == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: the line is not JSON: {half}"}}
     assert after["id"] == 5 and after["result"]["structuredContent"]["ok"]

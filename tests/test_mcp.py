@@ -261,12 +261,11 @@ def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_o
     build_golden_store(sw)
     with RawServer(sw.store, AGENT) as server:
         server.initialize()
-        server.send("this is not json")
-        not_json = server.receive()
-        server.send('{"hello": "world"}')
-        not_a_message = server.receive()
-        server.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "op_show", "arguments": {"op": 6}}})
-        after = server.receive()
+        not_json, not_a_message, after = server.exchange(
+            "this is not json",
+            '{"hello": "world"}',
+            {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "op_show", "arguments": {"op": 6}}},
+        )
         server.close()
     assert not_json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
     assert not_a_message["id"] is None and not_a_message["error"]["code"] == -32600
