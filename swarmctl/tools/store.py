@@ -336,6 +336,9 @@ STORE_UPGRADE = Tool(
 
 _CREATES = Annotations(read_only=False, destructive=False, idempotent=False)
 
+# Why init, demo and store copy are not MCP tools (Tool.cli_only).
+_MAKES_A_STORE = "it makes a store, and a server serves one store"
+
 INIT = Tool(
     name="init",
     cli=("init",),
@@ -347,7 +350,7 @@ INIT = Tool(
     annotations=_CREATES,
     mutates=True,
     needs_store=False,
-    cli_only="it makes a store, and a server serves one store",
+    cli_only=_MAKES_A_STORE,
 )
 
 DEMO = Tool(
@@ -361,7 +364,7 @@ DEMO = Tool(
     annotations=_CREATES,
     mutates=False,  # it acts as the demo's own actors, so it needs no --as
     needs_store=False,
-    cli_only="it makes a store, and a server serves one store",
+    cli_only=_MAKES_A_STORE,
 )
 
 STORE_COPY = Tool(
@@ -375,7 +378,7 @@ STORE_COPY = Tool(
     annotations=_CREATES,
     mutates=False,  # it appends no op; --fence marks the source without one
     needs_store=False,
-    cli_only="it makes a store, and a server serves one store",
+    cli_only=_MAKES_A_STORE,
 )
 
 TOOLS = [INIT, DEMO, STORE_COPY, STORE_CHECK, STORE_UPGRADE]

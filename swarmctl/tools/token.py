@@ -155,6 +155,9 @@ def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
 
 _WRITE = Annotations(read_only=False, destructive=False, idempotent=False)
 
+# Why the token commands are not MCP tools (Tool.cli_only).
+_NO_TOKEN_HOLDER = "a token holder must not be able to mint a token for someone else, so the token commands are CLI-only"
+
 TOKEN_CREATE = Tool(
     name="token_create",
     cli=("token", "create"),
@@ -165,7 +168,7 @@ TOKEN_CREATE = Tool(
     run=token_create,
     annotations=_WRITE,
     mutates=True,
-    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
+    cli_only=_NO_TOKEN_HOLDER,
 )
 TOKEN_LIST = Tool(
     name="token_list",
@@ -177,7 +180,7 @@ TOKEN_LIST = Tool(
     run=token_list,
     annotations=READ,
     mutates=False,
-    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
+    cli_only=_NO_TOKEN_HOLDER,
     records="tokens",
 )
 TOKEN_REVOKE = Tool(
@@ -190,7 +193,7 @@ TOKEN_REVOKE = Tool(
     run=token_revoke,
     annotations=Annotations(read_only=False, destructive=True, idempotent=False),
     mutates=True,
-    cli_only="a token holder must not be able to mint a token for someone else, so the token commands are CLI-only",
+    cli_only=_NO_TOKEN_HOLDER,
 )
 
 TOOLS = [TOKEN_CREATE, TOKEN_LIST, TOKEN_REVOKE]
