@@ -149,7 +149,6 @@ def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
 
     def may_fence(w: "Writer") -> None:  # a fence stops every writer's writes: under a policy, admins only
         from swarmctl import policy as rules
-
         rules.refuse(rules.may_admin(w.policy, w.actor, "fence the store (store copy --fence)"))
 
     src, dst, copied = copy_store(
@@ -335,9 +334,7 @@ STORE_UPGRADE = Tool(
 
 
 _CREATES = Annotations(read_only=False, destructive=False, idempotent=False)
-
-# Why init, demo and store copy are not MCP tools (Tool.cli_only).
-_MAKES_A_STORE = "it makes a store, and a server serves one store"
+_MAKES_A_STORE = "it makes a store, and a server serves one store"  # why these are not MCP tools (Tool.cli_only)
 
 INIT = Tool(
     name="init",
