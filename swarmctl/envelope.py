@@ -65,7 +65,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "E_UNAVAILABLE",
             11,
             "the store's database server cannot be reached, has no connection free or dropped the connection, "
-            "the disk that holds the store (or the server's) is full, or this process may open no more files; "
+            "the disk that holds the store (or the server's) is full, or this process may open no more files, "
+            "or an `mcp --http` server is stopping (`details.stopping: true`); "
             "nothing was written "
             "(or, when the connection dropped during COMMIT and the outcome could not be found, "
             "`details.commit_unknown: true`); safe to retry",

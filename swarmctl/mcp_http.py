@@ -20,6 +20,12 @@ ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
   of a workflow with command steps refused unless --allow-run (E_FORBIDDEN), then the call in a
   worker thread behind a limiter, shielded: a call whose client went away runs to completion.
 
+Stopping (SIGINT or SIGTERM) drains: a tool call that comes after it is answered E_UNAVAILABLE
+and not run, and the calls under way (every POST still being answered) get up to DRAIN_S to end
+and be answered before the server closes its streams. sse-starlette would end every SSE stream
+at once, a call's answer included, while the call went on to commit: the client was told
+nothing of a write that landed. A second SIGINT stops the wait.
+
 Imported only by `swarmctl mcp --http`: uvicorn is imported nowhere else.
 
 Why this module is long: the four layers above are one request's path from the socket to the
@@ -53,6 +59,7 @@ from swarmctl.spec import Tool
 from swarmctl.store import tokens
 
 PATH = "/mcp"
+DRAIN_S = 30.0  # how long a stopping server waits for the calls under way to be answered
 WORKERS = 16  # calls running at once; the rest wait their turn (writes wait on the store's lock)
 REJECTED = "swarmctl_rejected"  # the request-state key of a tools/call's E_INVALID_ARG
 
@@ -108,14 +115,22 @@ class Guard:
 
 
 class Bounds:
-    """A POST's body read once, held to SWARMCTL_MAX_INPUT_BYTES, checked as stdio checks a line."""
+    """A POST's body read once, held to SWARMCTL_MAX_INPUT_BYTES, checked as stdio checks a line;
+    counted on `door` until it is answered (what a stopping server waits for)."""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
+    def __init__(self, app: Any, door: "HttpDoor") -> None:
+        self.app, self.door = app, door
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
+        self.door.posts += 1
+        try:
+            await self._post(scope, receive, send)
+        finally:
+            self.door.posts -= 1
+
+    async def _post(self, scope: Any, receive: Any, send: Any) -> None:
         limit = limits.max_input_bytes()
         body, trailing = await _read_body(receive, limit, _header(scope, b"content-length"))
         if body is None:
@@ -212,6 +227,8 @@ class HttpDoor:
         self.stores = ThreadStores()
         self.limiter = anyio.CapacityLimiter(WORKERS)
         self.lookups = anyio.CapacityLimiter(4)  # token look-ups: never queued behind long calls
+        self.posts = 0  # POSTs under way (Bounds), all on the event loop's thread
+        self.stopping = False  # SIGINT or SIGTERM came: calls are answered, not run
 
     async def in_thread(self, fn: Any, *args: Any, limiter: Any = None) -> Any:
         """`fn(*args)` in a worker thread; run to its end even if the caller is cancelled."""
@@ -243,6 +260,8 @@ class HttpDoor:
         except SwarmError as exc:
             return failure(name if name in self.tools else None, exc, Meta(auth="token"))
         tool = self.tools.get(name)
+        if self.stopping:
+            return failure(name if tool is not None else None, _stopping(), Meta(auth=caller.auth))
         refused = self.refusal(tool, caller) if tool is not None else None
         if refused is not None:
             return failure(name, refused, Meta(auth=caller.auth))
@@ -265,6 +284,15 @@ class HttpDoor:
                 hint="Use a token made without --read-only (`swarmctl token create ACTOR`).",
             )
         return None
+
+
+def _stopping() -> SwarmError:
+    return SwarmError(
+        "E_UNAVAILABLE",
+        "the server is stopping (SIGINT or SIGTERM): the call was not run",
+        details={"stopping": True},
+        hint="Call again once the server is back; nothing was written.",
+    )
 
 
 def _commands_refused() -> SwarmError:
@@ -303,7 +331,7 @@ def build_app(options: Options, door: HttpDoor) -> Any:
         max_request_body_size=limits.max_input_bytes(),
         **auth,
     )
-    app.user_middleware.append(Middleware(Bounds))  # innermost: after authentication
+    app.user_middleware.append(Middleware(Bounds, door=door))  # innermost: after authentication
     hosts = options.allowed_hosts or default_hosts(options.host, options.port)
     origins = options.allowed_origins + [f"http://{h}" for h in hosts]
     return Guard(app, hosts, origins)
@@ -313,16 +341,26 @@ def serve(options: Options, sock: Any) -> int:
     """Serve on `sock` (http_address.listen's, for `options`, checked), say where on stderr,
     until SIGINT or SIGTERM."""
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     options.port = sock.getsockname()[1]
     door = HttpDoor(options)
     url = f"http://{authority(options.host, options.port)}{PATH}"
+    AppStatus.disable_automatic_graceful_drain()  # the streams end when `shutdown` says so
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if not self.should_exit:
                 print(f"listening on {url}", file=sys.stderr, flush=True)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            door.stopping = True
+            deadline = anyio.current_time() + DRAIN_S
+            while door.posts and not self.force_exit and anyio.current_time() < deadline:
+                await anyio.sleep(0.02)
+            AppStatus.should_exit = True  # now every stream ends: the GETs', and any call's past DRAIN_S
+            await super().shutdown(sockets)
 
     config = uvicorn.Config(
         build_app(options, door), log_level="warning", access_log=False, timeout_graceful_shutdown=5, server_header=False

@@ -419,3 +419,49 @@ def test_a_tokens_value_is_never_in_the_store_the_log_or_any_output(sw):
     assert [o for o in outputs if value in o or secret in o] == []
     stored = [p for p in Path(sw.store).rglob("*") if p.is_file()]
     assert stored and [p for p in stored if secret.encode() in p.read_bytes()] == []
+
+
+def test_a_stopping_server_answers_the_calls_under_way_and_runs_no_new_one(sw):
+    """SIGTERM while a write is under way (held just before its COMMIT by the fault hook): a
+    call that comes after the signal is answered E_UNAVAILABLE and runs nothing; the write
+    under way commits once and its client gets its envelope; then the server exits. (Before,
+    every SSE stream ended at the signal: the write's client got no answer while its write
+    landed, and a retry would have written twice.)"""
+    import signal
+    import threading
+
+    target = _init(sw)
+    flag = sw.tmp / "paused"
+    env = {**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"}
+    args = ("--repo", str(sw.store), "--as", ALICE, "mcp", "--http", "127.0.0.1:0", "--auth", "trust")
+    answers: dict[str, dict] = {}
+    with HttpServer(*args, cwd=sw.tmp, env=env) as server:
+        assert server.url is not None, server.log()
+
+        def write() -> None:
+            with HttpClient(server.url) as client:
+                answers["write"] = client.envelope("ref_set", {"name": "drained", "target": target})
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            deadline = time.monotonic() + 120
+            while not (flag.exists() and flag.read_text()):  # the write waits before its COMMIT
+                assert server.proc.poll() is None and time.monotonic() < deadline, server.log()
+                time.sleep(0.01)
+            with HttpClient(server.url) as other:
+                server.proc.send_signal(signal.SIGTERM)
+                while (read := other.envelope("ref_list", {}))["ok"]:  # answered until the signal is seen
+                    assert time.monotonic() < deadline, server.log()
+                late = other.envelope("ref_set", {"name": "late", "target": target})
+        finally:
+            flag.unlink(missing_ok=True)  # the write goes on to commit
+            writer.join(timeout=120)
+        assert server.proc.wait(timeout=60) is not None
+    for refused in (read, late):
+        error = refused["error"]
+        assert (error["code"], error["details"]) == ("E_UNAVAILABLE", {"stopping": True}), refused
+    assert answers["write"]["ok"], answers
+    written = [o for o in _ops(sw) if o["kind"] == "ref_set"]
+    assert [o["op"] for o in written] == [answers["write"]["result"]["op"]]
+    assert [r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]] == ["drained"]

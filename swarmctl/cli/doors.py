@@ -34,7 +34,8 @@ stopped, its write rolled back, and answered E_INTERRUPTED).
 With --http HOST:PORT (127.0.0.1:8765, [::1]:8765, 0.0.0.0:8765; port 0: any free port) it
 serves the same tools over MCP's Streamable HTTP at http://HOST:PORT/mcp for any number of
 clients, says `listening on http://HOST:PORT/mcp` on stderr, and serves until SIGINT or
-SIGTERM. With --auth token (the default) each request's `Authorization: Bearer TOKEN` names
+SIGTERM; then it runs no new call (E_UNAVAILABLE) and answers the calls under way, waiting up
+to 30 s for them (a second Ctrl-C: not at all). With --auth token (the default) each request's `Authorization: Bearer TOKEN` names
 its actor (`swarmctl token create ACTOR` makes tokens; meta.auth is "token"); a missing,
 unknown, expired or revoked token is HTTP 401, and --as is refused. --auth trust acts as --as,
 as stdio does, and only on a loopback address. Requests whose Host is not an allowed host

@@ -43,7 +43,8 @@ def pause_before_pids() -> None:
 def pause_before_commit() -> None:
     """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
     with everything of the transaction written but not committed, write PATH (this process's
-    pid) and sleep, so that a test can kill the process at exactly this point."""
+    pid) and sleep until a test removes PATH (at most an hour), so that a test can kill the
+    process at exactly this point, or act while it waits there and then let it commit."""
     path = _fault("pause-before-commit")
     if path is None:
         return
@@ -55,5 +56,5 @@ def pause_before_commit() -> None:
     # and is handled only when the sleep ends. One sleep of an hour hung such a test, seen on
     # a busy machine; here it is handled within 50 ms.
     deadline = time.monotonic() + 3600
-    while time.monotonic() < deadline:
+    while Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
