@@ -51,6 +51,15 @@ def seconds(name: str, default: float, low: float, high: float, span: str | None
     return value
 
 
+DEFAULT_CLOCK_SKEW_S = 300.0
+
+
+def clock_skew_s() -> float:
+    """SWARMCTL_CLOCK_SKEW_S: how far ahead of this writer's clock the newest op may be before
+    it is taken for the work of a clock that ran ahead (default 300 seconds)."""
+    return seconds("SWARMCTL_CLOCK_SKEW_S", DEFAULT_CLOCK_SKEW_S, 0, 10 * 365 * 86400, "0 to 315360000 (ten years)")
+
+
 def max_json_depth() -> int:
     return _setting("SWARMCTL_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH)
 

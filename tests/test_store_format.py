@@ -178,3 +178,61 @@ def test_an_older_store_read_as_it_is_joins_the_ops_and_a_format_3_one_needs_not
     new, _ = queries.log_sql(q, None, None)
     assert "JOIN ops" in old and "o.actor = ?" in old
     assert "JOIN" not in new and "m.actor = ?" in new and "m.kind = ?" in new
+
+
+def _door(sw, store: Path):
+    """`swarmctl call --lines` on `store`, as a process fed one line at a time."""
+    import subprocess
+
+    from swarm import swarmctl_argv
+
+    return subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(store), "--as", AGENT, "call", "--lines"], cwd=sw.tmp, env=sw.env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _ask(door, tool: str, **arguments) -> dict:
+    door.stdin.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+    door.stdin.flush()
+    return json.loads(door.stdout.readline())
+
+
+@pytest.mark.parametrize("made_as", ["format1-store", "format2-store"])
+def test_a_write_that_fails_takes_its_upgrade_with_it_and_the_next_write_makes_it_again(sw, made_as):
+    """On an older store, a write that fails after its transaction began (its upgrade rolled
+    back with it) left the open store taking itself for upgraded: in a door that keeps the store
+    open (`call --lines`, `mcp`) every later write was E_INTERNAL (format 2: no column `actor`)
+    or E_STORE_CORRUPT (format 1: no column `hash`), and `store upgrade` said it was current."""
+    store = sw.tmp / made_as
+    shutil.copytree(FIXTURES / made_as, store)
+    door = _door(sw, store)
+    try:
+        failed = _ask(door, "ref_delete", name="no-such-ref")
+        assert failed["error"]["code"] == "E_NOT_FOUND", failed
+        written = _ask(door, "ref_set", name="after", target="main", create=True)
+        assert written["ok"], written
+        upgrade = _ask(door, "store_upgrade")
+        assert upgrade["result"] == {"format": FORMAT_VERSION, "upgraded_from": None, "op": None}, upgrade
+    finally:
+        door.stdin.close()
+        assert door.wait(timeout=60) == 4, door.stderr.read()  # the first failure's exit status
+    assert sw.ok("--repo", str(store), "store", "check")["problems"] == []
+    assert sqlite3.connect(store / DB_FILE).execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (str(FORMAT_VERSION),)
+
+
+def test_store_upgrade_of_a_store_another_process_upgraded_since_it_was_opened_writes_nothing(sw):
+    """`store upgrade` asked whether to upgrade of the store as it had opened it, not under the
+    write lock: a door opened before another process's upgrade recorded a second, false
+    `store_upgrade` op ("from format 2") on a store that was current."""
+    store = fixture_store(sw)
+    door = _door(sw, store)
+    try:
+        assert _ask(door, "op_log", limit=1)["ok"]  # the door has the store open, as format 2
+        assert sw.ok("--repo", str(store), "--as", ALICE, "store", "upgrade")["upgraded_from"] == 2
+        again = _ask(door, "store_upgrade")
+        assert again["result"] == {"format": FORMAT_VERSION, "upgraded_from": None, "op": None}, again
+    finally:
+        door.stdin.close()
+        assert door.wait(timeout=60) == 0, door.stderr.read()
+    assert log(sw, store, "--kind", "store_upgrade") == [13]

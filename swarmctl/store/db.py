@@ -126,6 +126,7 @@ class Store:
         if self.readonly:
             raise RuntimeError("write on a store opened read-only")
         self._check_writable()
+        upgraded_from: int | None = None  # the format this write upgraded the store from
         try:
             try:
                 at = self._begin_write()
@@ -133,24 +134,31 @@ class Store:
                 if self.format < FORMAT_VERSION:
                     from swarmctl.store import migrate
 
-                    migrate.upgrade(self.conn)  # in this transaction: all of it, or none
-                    self.format = FORMAT_VERSION
+                    # In this transaction: all of it, or none. None: another process did it first.
+                    upgraded_from, self.format = migrate.upgrade(self.conn), FORMAT_VERSION
                     self._forget_head()  # the upgrade may have rewritten its hash
                     stored_format = None
-                writer = Writer(self, actor, at, stored_format)
+                writer = Writer(self, actor, at, stored_format, upgraded_from)
                 self.verify_actor(writer)
                 yield writer
                 writer.seal()
                 if self.rehearsing:
-                    self._rollback()
+                    self._roll_back_write(upgraded_from)
                     return
                 faults.pause_before_commit()
                 self._commit(writer)
             except BaseException:
-                self._rollback()
+                self._roll_back_write(upgraded_from)
                 raise
         except self.driver_errors as exc:
             raise self.translate(exc) from exc
+
+    def _roll_back_write(self, upgraded_from: int | None) -> None:
+        """Roll the write back; an upgrade it made goes with it, and later writes make it again."""
+        self._rollback()
+        if upgraded_from is not None:
+            self.format = upgraded_from
+            self._forget_head()
 
     def translated(self, exc: BaseException) -> SwarmError | None:
         """`exc` as a typed error if it is a failure of this store's driver."""
@@ -214,15 +222,6 @@ def _refuse_if_moved(store: Store) -> int:
     return int(found) if found is not None and str(found).isdigit() else 0
 
 
-DEFAULT_CLOCK_SKEW_S = 300.0
-
-
-def clock_skew_s() -> float:
-    """SWARMCTL_CLOCK_SKEW_S: how far ahead of this writer's clock the newest op may be before
-    it is taken for the work of a clock that ran ahead (default 300 seconds)."""
-    return limits.seconds("SWARMCTL_CLOCK_SKEW_S", DEFAULT_CLOCK_SKEW_S, 0, 10 * 365 * 86400, "0 to 315360000 (ten years)")
-
-
 def op_time(now: str, newest: str | None) -> str:
     """The time of a new op: this writer's clock, but never earlier than the newest op, so op
     times read in op order; unless the newest op is more than SWARMCTL_CLOCK_SKEW_S ahead of
@@ -230,7 +229,7 @@ def op_time(now: str, newest: str | None) -> str:
     would let one bad clock capture the future (and --since/--until with it): the new op takes
     this writer's own time, earlier than the op before it (Writer.append_op lists it in
     time_breaks)."""
-    skew = clock_skew_s()  # checked on every write, so a bad setting never goes unnoticed
+    skew = limits.clock_skew_s()  # checked on every write, so a bad setting never goes unnoticed
     if newest is None or newest <= now:
         return now
     from swarmctl import names
@@ -275,7 +274,7 @@ def _refuse_if_damaged(conn: Conn, moves: Sequence[Move], head_known: bool = Fal
 class Writer:
     """What may be done inside `Store.write`: every op is appended through `append_op`."""
 
-    def __init__(self, store: Store, actor: str, at: str, stored_format: int | None = None) -> None:
+    def __init__(self, store: Store, actor: str, at: str, stored_format: int | None = None, upgraded_from: int | None = None) -> None:
         self.store = store
         self.conn = store.conn
         self.actor = actor
@@ -284,6 +283,7 @@ class Writer:
         self.hash: str | None = None  # the op's link in the hash chain, once sealed
         # The format the store recorded as this transaction began (None: ask), for the policy.
         self.stored_format = stored_format
+        self.upgraded_from = upgraded_from  # the format this transaction upgraded the store from
         self._policy: rules.Policy | None | bool = False  # False: not read yet
         # What the op is made of, for its hash: its row and ref moves (append_op), changesets
         # (insert_changeset), the ops it reverted (reverts.record); nothing else writes them.

@@ -340,6 +340,7 @@ class SqliteStore(Store):
         if lost:
             self._rollback()
             self._forget_head()
+            self._format_as_stored()
             if isinstance(lost, SwarmError):
                 raise lost
             from swarmctl.envelope import internal_error
@@ -352,8 +353,17 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             self._rollback()
             self._forget_head()
+            self._format_as_stored()
             raise self.translate(exc) from exc
         return True
+
+    def _format_as_stored(self) -> None:
+        """After a group was lost: an upgrade one of its calls made went with it (what the store
+        records says; if it cannot be read, the next write's own failure will say why)."""
+        try:
+            self.format = int(self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0])
+        except (sqlite3.Error, TypeError, ValueError):
+            pass
 
     def _in_group(self) -> bool:
         """Inside the group's write transaction (not a read's own, before the group wrote)."""

@@ -300,11 +300,11 @@ def store_upgrade(ctx: Context, req: StoreUpgradeReq) -> StoreUpgradeResult:
     written (`upgraded_from` and `op` are null)."""
     actor = ctx.require_actor()
     store = ctx.store()
-    found = store.format
-    if found >= FORMAT_VERSION:
+    if store.format >= FORMAT_VERSION:
         return StoreUpgradeResult(format=store.format, upgraded_from=None, op=None)
-    with store.write(actor) as w:
-        op = w.append_op("store_upgrade", f"upgrade the store from format {found} to {FORMAT_VERSION}")
+    with store.write(actor) as w:  # the format as found under the write lock: another may have upgraded it
+        found = w.upgraded_from
+        op = None if found is None else w.append_op("store_upgrade", f"upgrade the store from format {found} to {FORMAT_VERSION}")
     return StoreUpgradeResult(format=FORMAT_VERSION, upgraded_from=found, op=op)
 
 
