@@ -12,6 +12,7 @@ fish would show the rest of the line as a candidate of its own.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -223,14 +224,78 @@ def test_no_description_holds_a_newline_or_a_tab(store):
             assert not any(c in value + description for c in "\n\r\t"), (source, value, description)
 
 
-@pytest.mark.parametrize("shell", completions.SHELLS)
-def test_typers_install_completion_asks_the_same_callback(shell):
-    """`swarmctl --install-completion` (Typer's) installs Typer's own script for the shell it
-    finds; it must ask swarmctl for candidates exactly as the committed script does (the same
-    command line, the same variables), so both give the same candidates."""
-    from typer._completion_shared import get_completion_script
+def test_typers_install_completion_is_not_offered(sw):
+    """Typer's `--install-completion` would install Typer's own scripts, which `eval` (zsh) or
+    insert unquoted (bash) what they read: `swarmctl completion SHELL` prints the only scripts."""
+    for option in ("--install-completion", "--show-completion"):
+        ran = sw(option)
+        assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
 
-    typers = get_completion_script(prog_name="swarmctl", complete_var=completions.COMPLETE_VAR, shell=shell)
-    ours = (ROOT / completions.PATHS[shell]).read_text()
-    calls = [line.strip() for line in typers.splitlines() if completions.COMPLETE_VAR in line]
-    assert calls and all(call in {line.strip() for line in ours.splitlines()} for call in calls), calls
+
+# --- a store any actor wrote to: what completion offers is data, never code -------------------
+
+HOSTILE_REFS = ("fix;touch${IFS}PWNED-bash", "q'uote", 'dq"x', "$(touch${IFS}PWNED-sub)", "`touch${IFS}PWNED-tick`", "a|b&c>d")
+HOSTILE_MESSAGES = ("y\\", "<(touch PWNED-zsh)", "x\\", "[/oops] closing tag", "[bold]Hotfix[/bold] for [red]prod[/red]",
+                    "Refactor the scheduler so that retries back off exponentially and never starve the queue, ever")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("hostile")
+    mp = pytest.MonkeyPatch()
+    try:
+        sw = Swarm(tmp, mp)
+        sw.ok("--as", AGENT, "init", str(sw.store))
+        repo = ("--repo", str(sw.store), "--as", AGENT)
+        for message in HOSTILE_MESSAGES:
+            sw.ok(*repo, "changeset", "create", "-m", message, "--ref", "main")
+        for name in HOSTILE_REFS:
+            sw.ok(*repo, "ref", "set", name, "main", "--create")
+    finally:
+        mp.undo()
+    return sw.store
+
+
+def _described(store: Path) -> dict[str, str]:
+    """Each op as completion describes it: its actor and its description, as the op log has them."""
+    import json
+
+    ran = subprocess.run([*swarmctl_argv(), "--repo", str(store), "op", "log", "-n", "100"], capture_output=True, text=True)
+    return {str(o["op"]): f"{o['actor']}: {o['description']}" for o in json.loads(ran.stdout)["result"]["ops"]}
+
+
+def _ran_nothing(store: Path) -> None:
+    assert not [p.name for p in store.parent.rglob("PWNED*")]
+
+
+@needs["bash"]
+def test_bash_offers_each_ref_quoted_as_the_line_must_hold_it(hostile):
+    offered = bash_complete(hostile, "swarmctl ref show ")
+    _ran_nothing(hostile)
+    # Each candidate, put on a command line as bash inserts it, reads back as the ref's name.
+    program = "".join(f"set -- {word}; printf '%s\\0' \"$1\"\n" for word in offered)
+    read = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True, cwd=hostile.parent)
+    _ran_nothing(hostile)
+    assert sorted(read.stdout.split("\0")[:-1]) == sorted(["main", *HOSTILE_REFS]), (offered, read.stderr)
+
+
+@needs["zsh"]
+def test_zsh_runs_nothing_on_tab_and_offers_the_names_and_messages_as_they_are(hostile):
+    ops = zsh_complete(hostile, "swarmctl op undo ")
+    _ran_nothing(hostile)
+    assert dict(ops) == {**_described(hostile), "@": "the newest op by you (--as)"}, ops
+    assert all(message in text for message, text in zip(HOSTILE_MESSAGES[:2], [dict(ops)["2"], dict(ops)["3"]]))
+    # zsh quotes what it inserts, each special character with a backslash: read back, the name.
+    inserted = [v for v, _ in zsh_complete(hostile, "swarmctl ref show ")]
+    assert sorted(re.sub(r"\\(.)", r"\1", v) for v in inserted) == sorted(["main", *HOSTILE_REFS]), inserted
+    _ran_nothing(hostile)
+
+
+@needs["fish"]
+def test_fish_shows_messages_as_they_are_with_no_traceback(hostile):
+    ops = fish_complete(hostile, "swarmctl op undo ")  # fails on anything on stderr
+    ops_made = 1 + len(HOSTILE_MESSAGES) + len(HOSTILE_REFS)
+    assert sorted(v for v, _ in ops) == sorted([str(n) for n in range(1, ops_made + 1)] + ["@"]), ops
+    assert dict(ops) == {**_described(hostile), "@": "the newest op by you (--as)"}, ops
+    assert sorted(v for v, _ in fish_complete(hostile, "swarmctl ref show ")) == sorted(["main", *HOSTILE_REFS])
+    _ran_nothing(hostile)

@@ -141,7 +141,9 @@ def build(tools: list[Tool] | None = None) -> typer.Typer:
         help=HELP,
         epilog=epilog(ROOT_EXAMPLES),
         no_args_is_help=True,
-        add_completion=True,
+        # Typer's --install-completion would install Typer's scripts, which read its unsafe
+        # answers: `swarmctl completion SHELL` prints ours (swarmctl/cli/shells.py).
+        add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
         context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -173,6 +175,10 @@ def run(args: list[str]) -> int:
     """Parse `args` with Typer and run the command they name; return the exit status."""
     tools = None if completing(os.environ) else tools_for(args)
     command = click_command(None if tools is None else tuple(tools))
+    if tools is None and completing(os.environ):
+        from swarmctl.cli import shells
+
+        shells.use()
     try:
         status = command.main(args, prog_name="swarmctl", standalone_mode=False, obj={"argv": list(args)})
     except NoArgsIsHelpError as exc:

@@ -1,4 +1,5 @@
-"""Shell completion scripts for bash, zsh and fish, on Typer's completion protocol.
+"""Shell completion scripts for bash, zsh and fish, on Typer's completion protocol (what swarmctl
+prints back is swarmctl/cli/shells.py's: data, never code).
 
 Each script calls back into `swarmctl` on TAB (with `_SWARMCTL_COMPLETE` set), so what it
 offers comes from the CLI as built from the registry and from the store itself: the
@@ -42,17 +43,20 @@ INSTALL = {
     "fish": "Install: `swarmctl completion fish > ~/.config/fish/completions/swarmctl.fish`.",
 }
 
-# The bodies: Typer's protocol (the variables it reads), written so each script works both
-# sourced and where its shell finds it by name. zsh's first line must be `#compdef`: compinit
-# reads only that line of each file in $fpath; when autoloaded the file is the body of
-# `_swarmctl`, which then defines itself and runs (the pattern of kubectl's and gh's scripts).
+# The bodies: the variables Typer's protocol reads (swarmctl/cli/shells.py answers), written so
+# each script works both sourced and where its shell finds it by name. What swarmctl prints is
+# read as data, never run: bash reads its lines into COMPREPLY with mapfile (no word splitting,
+# no globbing of a candidate), zsh adds them with compadd (no eval), fish splits them at a tab.
+# zsh's first line must be `#compdef`: compinit reads only that line of each file in $fpath;
+# when autoloaded the file is the body of `_swarmctl`, which then defines itself and runs (the
+# pattern of kubectl's and gh's scripts).
 BODIES = {
     "bash": f"""\
 _{PROG}_completion() {{
     local IFS=$'\\n'
-    COMPREPLY=( $( env COMP_WORDS="${{COMP_WORDS[*]}}" \\
-                   COMP_CWORD=$COMP_CWORD \\
-                   {COMPLETE_VAR}=complete_bash $1 ) )
+    mapfile -t COMPREPLY < <(env COMP_WORDS="${{COMP_WORDS[*]}}" \\
+                                 COMP_CWORD=$COMP_CWORD \\
+                                 {COMPLETE_VAR}=complete_bash $1)
     return 0
 }}
 
@@ -60,7 +64,18 @@ complete -o default -F _{PROG}_completion {PROG}
 """,
     "zsh": f"""\
 _{PROG}() {{
-  eval $(env _TYPER_COMPLETE_ARGS="${{words[1,$CURRENT]}}" {COMPLETE_VAR}=complete_zsh {PROG})
+  local -a values shown
+  local line
+  for line in "${{(@f)$(env _TYPER_COMPLETE_ARGS="${{words[1,$CURRENT]}}" {COMPLETE_VAR}=complete_zsh {PROG})}}"; do
+    [[ -n $line ]] || continue
+    values+=("${{line%%$'\\t'*}}")
+    if [[ $line == *$'\\t'* ]]; then shown+=("${{line%%$'\\t'*}} -- ${{line#*$'\\t'}}"); else shown+=("$line"); fi
+  done
+  if (( $#values )); then
+    compadd -l -d shown -a values
+  else
+    _files
+  fi
 }}
 
 if [ "$funcstack[1]" = "_{PROG}" ]; then

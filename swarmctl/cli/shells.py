@@ -1,0 +1,79 @@
+"""What swarmctl answers a shell asking for completions (the scripts are swarmctl/gen/completions.py's).
+
+Typer's own answers were unsafe with what a store holds, and any actor writes a store: its zsh
+answer is shell code the script `eval`s, quoted in a way that a backslash at the end of a commit
+message undid, so that `<(cmd)` in the next op's message ran on TAB; its bash answer went into
+the command line unquoted, so that a ref named `x;cmd` ran `cmd` on the Enter after TAB; and its
+zsh and fish descriptions went through Rich's markup, which turned `[/x]` in a message into a
+traceback on the terminal and rewrapped long ones into candidates of their own.
+
+Here every answer is data: one candidate a line. bash gets each value quoted with backslashes
+as the line is to hold it (bash inserts it as it is); zsh and fish get `VALUE<TAB>DESCRIPTION`,
+read without `eval` (the zsh script adds the values with `compadd`, which quotes them itself;
+fish quotes what it inserts). A value that no line could carry (a newline, a tab, a control
+character) is not offered. What is offered, and from where, is swarmctl/cli/complete.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+# Typer's own classes (its private modules: typer is held below 0.29 in pyproject.toml) read
+# the command line each script passes; only what is printed back is ours.
+from typer._click.shell_completion import CompletionItem, add_completion_class
+from typer._completion_classes import BashComplete, FishComplete, ZshComplete
+
+# Characters bash takes as they are in a word; every other one is quoted with a backslash.
+_BASH_PLAIN = re.compile(r"[\w./:@%+,=-]")
+_UNCARRIED = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _carried(item: CompletionItem) -> bool:
+    return item.type == "plain" and not _UNCARRIED.search(str(item.value))
+
+
+def bash_word(value: str) -> str:
+    """`value` as a word of a bash command line: the same text once bash has read it."""
+    return "".join(c if _BASH_PLAIN.fullmatch(c) else "\\" + c for c in value)
+
+
+def _described(item: CompletionItem) -> str:
+    help_ = " ".join(str(item.help or "").split())  # one line: tabs and newlines would split it
+    return f"{item.value}\t{help_}" if help_ else str(item.value)
+
+
+class Bash(BashComplete):
+    def format_completion(self, item: CompletionItem) -> str:
+        return bash_word(str(item.value))
+
+    def complete(self) -> str:
+        args, incomplete = self.get_completion_args()
+        return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i))
+
+
+class Zsh(ZshComplete):
+    def format_completion(self, item: CompletionItem) -> str:
+        return _described(item)
+
+    def complete(self) -> str:
+        args, incomplete = self.get_completion_args()
+        return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i))
+
+
+class Fish(FishComplete):
+    def format_completion(self, item: CompletionItem) -> str:
+        return _described(item)
+
+    def complete(self) -> str:
+        args, incomplete = self.get_completion_args()
+        found = [self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i)]
+        if os.environ.get("_TYPER_COMPLETE_FISH_ACTION") == "is-args":
+            sys.exit(0 if found else 1)  # candidates of ours, else fish offers files
+        return "\n".join(found)
+
+
+def use() -> None:
+    """Answer the shells with these classes (after Typer registered its own, building the app)."""
+    for cls, name in ((Bash, "bash"), (Zsh, "zsh"), (Fish, "fish")):
+        add_completion_class(cls, name)
