@@ -111,6 +111,10 @@ class Guard:
             # that adds its own, a client that sends two). Refused as a key named twice is.
             answer = _json_rpc_error(400, types.INVALID_REQUEST, "Invalid request: Authorization is given twice; nothing was run")
             return await _respond(send, answer)
+        if scope["method"] == "GET" and _header(scope, b"last-event-id") is not None:
+            # The server keeps no events to replay (no event store): a stream asked to resume
+            # opens afresh. The SDK, asked to resume without one, answered nothing (HTTP 500).
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"last-event-id"]}
         await self.app(scope, receive, send)
 
 

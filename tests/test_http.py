@@ -465,3 +465,16 @@ def test_a_stopping_server_answers_the_calls_under_way_and_runs_no_new_one(sw):
     written = [o for o in _ops(sw) if o["kind"] == "ref_set"]
     assert [o["op"] for o in written] == [answers["write"]["result"]["op"]]
     assert [r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]] == ["drained"]
+
+
+def test_a_stream_asked_to_resume_opens_afresh(sw):
+    """The server keeps no events to replay: a GET with Last-Event-ID opens the session's stream
+    as a GET without it does (the SDK, asked to resume with nothing to resume from, answered no
+    response at all: HTTP 500)."""
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        session = _session(server.url, token)
+        headers = {"authorization": f"Bearer {token}", "accept": "text/event-stream", "last-event-id": "abc", **session}
+        with httpx2.stream("GET", server.url, headers=headers, timeout=60) as stream:
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
