@@ -60,7 +60,7 @@ from swarmctl.store import tokens
 
 PATH = "/mcp"
 DRAIN_S = 30.0  # how long a stopping server waits for the calls under way to be answered
-WORKERS = 16  # calls running at once; the rest wait their turn (writes wait on the store's lock)
+WORKERS = 16  # calls running at once, of reads and of writes each; the rest wait their turn
 REJECTED = "swarmctl_rejected"  # the request-state key of a tools/call's E_INVALID_ARG
 
 
@@ -230,6 +230,9 @@ class HttpDoor:
         self.tools = {t.name: t for t in registry.mcp_tools()}
         self.stores = ThreadStores()
         self.limiter = anyio.CapacityLimiter(WORKERS)
+        # Reads never wait behind writes, which may each wait up to the lock timeout for the
+        # store's lock: one agent's burst of writes never holds up another's reads.
+        self.reads = anyio.CapacityLimiter(WORKERS)
         self.lookups = anyio.CapacityLimiter(4)  # token look-ups: never queued behind long calls
         self.posts = 0  # POSTs under way (Bounds), all on the event loop's thread
         self.stopping = False  # SIGINT or SIGTERM came: calls are answered, not run
@@ -270,7 +273,8 @@ class HttpDoor:
         if refused is not None:
             return failure(name, refused, Meta(auth=caller.auth))
         state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-        return await self.in_thread(self.run, caller, name, arguments, state.get(REJECTED))
+        limiter = self.reads if tool is not None and not tool.mutates else self.limiter
+        return await self.in_thread(self.run, caller, name, arguments, state.get(REJECTED), limiter=limiter)
 
     def run(self, caller: Caller, name: str, arguments: Any, rejected: SwarmError | None) -> dict[str, Any]:
         auth = "token" if caller.auth == "token" else None

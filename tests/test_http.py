@@ -8,6 +8,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -478,3 +479,57 @@ def test_a_stream_asked_to_resume_opens_afresh(sw):
         headers = {"authorization": f"Bearer {token}", "accept": "text/event-stream", "last-event-id": "abc", **session}
         with httpx2.stream("GET", server.url, headers=headers, timeout=60) as stream:
             assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+
+
+def test_reads_are_answered_while_writes_fill_every_slot_waiting_on_the_lock(sw):
+    """One agent's burst of writes, each waiting on the store's lock (held here), fills every
+    worker slot the server has for calls; another agent's read is answered all the same, while
+    those writes still wait. (Reads and writes shared the slots: the read waited until the
+    writes gave up on the lock, E_BUSY after the lock timeout.)"""
+    import threading
+
+    from swarmctl.mcp_http import WORKERS
+    target = _init(sw)
+    writer_token, reader_token = _token(sw, "agent/w1")["token"], _token(sw, "agent/r1")["token"]
+    env = {**sw.env, "SWARMCTL_LOCK_TIMEOUT": "30"}
+    server = HttpServer("--repo", str(sw.store), "mcp", "--http", "127.0.0.1:0", cwd=sw.tmp, env=env)
+    with server:
+        assert server.url is not None, server.log()
+        writes, reads = _session(server.url, writer_token), _session(server.url, reader_token)
+        lock = sqlite3.connect(sw.store / "swarmops.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the store's write lock, held
+        answered: list[httpx2.Response] = []
+        try:
+            burst = [
+                threading.Thread(target=lambda i=i: answered.append(
+                    _post(server.url, _call("ref_set", {"name": f"w/{i}", "target": target, "create": True}, i), writer_token, **writes)
+                ))
+                for i in range(WORKERS)
+            ]
+            for t in burst:
+                t.start()
+            deadline = time.monotonic() + 120
+            while _sleeping_threads(server.proc.pid) < WORKERS:  # every slot's write waits on the lock
+                assert time.monotonic() < deadline and not answered, (answered, server.log())
+                time.sleep(0.01)
+            read = _post(server.url, _call("ref_list", {}), reader_token, **reads)
+            assert not answered, [a.text for a in answered]  # the writes still wait on the lock
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+            for t in burst:
+                t.join(timeout=120)
+    assert "ref_list" in read.text and '\\"ok\\":true' in read.text.replace(" ", ""), read.text
+    assert len(answered) == WORKERS and all(a.status_code == 200 for a in answered)
+
+
+def _sleeping_threads(pid: int) -> int:
+    """How many of the process's threads sleep in the kernel's timed sleep: where SQLite's busy
+    handler waits for a lock (an idle worker thread waits on a futex, the event loop in epoll)."""
+    count = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            count += Path(f"/proc/{pid}/task/{task}/wchan").read_text() == "hrtimer_nanosleep"
+        except OSError:
+            pass  # the thread ended
+    return count
