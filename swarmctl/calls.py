@@ -74,7 +74,7 @@ def call_line(
     try:
         call = jsontext.parse_arguments(line, "the line")
     except SwarmError as exc:
-        return failure(None, exc, Meta(auth=ctx.auth))
+        return _refused_line(line, exc, ctx, tools)
     if not isinstance(call, dict):
         return failure(None, _bad_line("a line must be a JSON object", {}), Meta(auth=ctx.auth))
     unknown = [key for key in call if key not in LINE_FIELDS]
@@ -90,6 +90,24 @@ def call_line(
         envelope = call_tool(name, call.get("arguments", {}), ctx, tools)
     if "id" in call:
         envelope["meta"]["id"] = call["id"]
+    return envelope
+
+
+def _refused_line(line: str, exc: SwarmError, ctx: Context, tools: Mapping[str, Tool]) -> dict[str, Any]:
+    """A line refused whole (a field named twice, too big, too deep): under its tool and `id`
+    where the line names each once, so that a caller matching answers by `id` finds it (as MCP
+    answers a call whose arguments name a field twice under its request's id)."""
+    pairs = None
+    if "fields" in exc.details:  # JSON, within the bounds: read again, keeping every pair
+        try:
+            pairs = jsontext.read_pairs(line)
+        except (ValueError, RecursionError):
+            pass
+    keys = [key for key, _ in pairs] if isinstance(pairs, jsontext.Pairs) else []
+    name = pairs.get("tool") if keys.count("tool") == 1 else None
+    envelope = failure(name if isinstance(name, str) and name in tools else None, exc, Meta(auth=ctx.auth))
+    if keys.count("id") == 1 and not isinstance(pairs.get("id"), (jsontext.Pairs, list)):
+        envelope["meta"]["id"] = pairs.get("id")  # a scalar id, echoed as it came
     return envelope
 
 

@@ -860,3 +860,23 @@ def test_a_second_interrupt_while_a_group_is_answered_is_handled_at_once(sw, tmp
         batch.close()
     assert len(out) == 1  # stopped while writing the second
     assert signal.getsignal(signal.SIGINT) is handler  # as it was
+
+
+def test_a_line_refused_whole_is_answered_under_its_tool_and_id(sw):
+    """A field named twice in a line's arguments refuses the whole line (nothing is collapsed,
+    nothing runs); its envelope still carries the line's tool and `id`, so a caller matching
+    answers by `id` finds it, as MCP answers such a call under its request's id. Where the
+    tool or `id` itself is named twice, neither is guessed."""
+    build_golden_store(sw)
+    status, envelopes = run_lines(sw, lines(
+        '{"tool": "ref_list", "arguments": {"prefix": "r", "prefix": "m"}, "id": 1}',
+        '{"tool": "ref_set", "arguments": {"name": "x", "name": "y", "target": "main"}, "id": "two"}',
+        '{"tool": "ref_list", "tool": "op_log", "arguments": {}, "id": 3}',
+        '{"tool": "ref_list", "id": 4, "id": 5}',
+    ))
+    assert status == 2
+    assert [(e["op"], e["meta"].get("id", "none"), e["error"]["code"]) for e in envelopes] == [
+        ("ref_list", 1, "E_INVALID_ARG"), ("ref_set", "two", "E_INVALID_ARG"), (None, 3, "E_INVALID_ARG"),
+        ("ref_list", "none", "E_INVALID_ARG"),
+    ]
+    assert [e["error"]["details"]["fields"] for e in envelopes] == [["prefix"], ["name"], ["tool"], ["id"]]
