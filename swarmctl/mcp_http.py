@@ -20,6 +20,12 @@ ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
   of a workflow with command steps refused unless --allow-run (E_FORBIDDEN), then the call in a
   worker thread behind a limiter, shielded: a call whose client went away runs to completion.
 
+Sessions (`Sessions`, on the SDK session manager's own tables): a token holds at most
+SESSIONS_PER_TOKEN open at once (one more `initialize` is HTTP 429), so that one token cannot
+take the server's every session from the others; and a revoked or expired token's sessions are
+ended within SWEEP_S, its open streams with them (its requests were refused at once, but a
+session kept open by a GET stream never idled out).
+
 Stopping (SIGINT or SIGTERM) drains: a tool call that comes after it is answered E_UNAVAILABLE
 and not run, and the calls under way (every POST still being answered) get up to DRAIN_S to end
 and be answered before the server closes its streams. sse-starlette would end every SSE stream
@@ -60,6 +66,8 @@ from swarmctl.store import tokens
 
 PATH = "/mcp"
 DRAIN_S = 30.0  # how long a stopping server waits for the calls under way to be answered
+SESSIONS_PER_TOKEN = 64  # open sessions one token may hold (the SDK bounds the server's at 10,000)
+SWEEP_S = 5.0  # how often the sessions of revoked or expired tokens are looked for and ended
 WORKERS = 16  # calls running at once, of reads and of writes each; the rest wait their turn
 REJECTED = "swarmctl_rejected"  # the request-state key of a tools/call's E_INVALID_ARG
 
@@ -145,6 +153,10 @@ class Bounds:
         if isinstance(frame, Unanswerable):
             answer = _json_rpc_error(400, frame.code, frame.message, frame.data, frame.request_id)
             return await _respond(send, answer)
+        opening = isinstance(frame, SessionMessage) and getattr(frame.message, "method", None) == "initialize"
+        if opening and self.door.sessions is not None and self.door.sessions.full(scope.get("user")):
+            message = f"Too many open sessions for this token (at most {SESSIONS_PER_TOKEN}): end one (HTTP DELETE) first"
+            return await _respond(send, _json_rpc_error(429, types.INVALID_REQUEST, message, {"max_sessions": SESSIONS_PER_TOKEN}))
         if isinstance(frame, SessionMessage) and frame.metadata is not None:
             scope.setdefault("state", {})[REJECTED] = frame.metadata.request_context
         queued: deque[Any] = deque([{"type": "http.request", "body": body, "more_body": False}, *trailing])
@@ -235,6 +247,7 @@ class HttpDoor:
         self.reads = anyio.CapacityLimiter(WORKERS)
         self.lookups = anyio.CapacityLimiter(4)  # token look-ups: never queued behind long calls
         self.posts = 0  # POSTs under way (Bounds), all on the event loop's thread
+        self.sessions: Sessions | None = None  # with --auth token: what each token holds
         self.stopping = False  # SIGINT or SIGTERM came: calls are answered, not run
 
     async def in_thread(self, fn: Any, *args: Any, limiter: Any = None) -> Any:
@@ -251,6 +264,19 @@ class HttpDoor:
             return None  # no store: no token is good
         finally:
             ctx.close()
+
+    def good_tokens(self, subjects: set[str]) -> set[str]:
+        """Of the token ids `subjects`, those still unrevoked and unexpired (on no store: none)."""
+        ctx = Context(repo=self.options.repo, stores=self.stores.get())
+        try:
+            with ctx.store().read() as conn:
+                found = [tokens.get(conn, int(s)) for s in subjects if s.isdigit()]
+        except SwarmError:
+            return set()
+        finally:
+            ctx.close()
+        now = names.now()
+        return {str(t.id) for t in found if t is not None and t.revoked_at is None and t.expires_at > now}
 
     def caller(self, request: Any) -> Caller:
         if self.options.auth == "trust":
@@ -292,6 +318,37 @@ class HttpDoor:
                 hint="Use a token made without --read-only (`swarmctl token create ACTOR`).",
             )
         return None
+
+
+class Sessions:
+    """The sessions each token holds, read from the SDK's session manager (its `_session_owners`
+    and `_server_instances`: tests/test_http.py fails if they move): a cap per token, and an
+    end to those of a token no longer good."""
+
+    def __init__(self, manager: Any, door: HttpDoor) -> None:
+        self.manager, self.door = manager, door
+
+    def _owned(self) -> dict[str, str]:
+        owners = list(self.manager._session_owners.items())  # a TypedDict each: client_id, issuer, subject
+        return {sid: owner["subject"] for sid, owner in owners if owner.get("subject")}
+
+    def full(self, user: Any) -> bool:
+        access = getattr(user, "access_token", None)
+        subject = getattr(access, "subject", None)
+        return subject is not None and sum(1 for s in self._owned().values() if s == subject) >= SESSIONS_PER_TOKEN
+
+    async def sweep(self) -> None:
+        """Every SWEEP_S: end the sessions whose token is revoked, expired or gone."""
+        while True:
+            await anyio.sleep(SWEEP_S)
+            owned = self._owned()
+            if not owned:
+                continue
+            good = await self.door.in_thread(self.door.good_tokens, set(owned.values()), limiter=self.door.lookups)
+            for sid, subject in owned.items():
+                transport = self.manager._server_instances.get(sid)
+                if subject not in good and transport is not None:
+                    await self.manager._discard_session(sid, transport)
 
 
 def _stopping() -> SwarmError:
@@ -340,6 +397,8 @@ def build_app(options: Options, door: HttpDoor) -> Any:
         **auth,
     )
     app.user_middleware.append(Middleware(Bounds, door=door))  # innermost: after authentication
+    if options.auth == "token":
+        door.sessions = Sessions(server._session_manager, door)
     hosts = options.allowed_hosts or default_hosts(options.host, options.port)
     origins = options.allowed_origins + [f"http://{h}" for h in hosts]
     return Guard(app, hosts, origins)
@@ -359,10 +418,16 @@ def serve(options: Options, sock: Any) -> int:
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            if door.sessions is not None:
+                import asyncio
+
+                self.sweeper = asyncio.get_running_loop().create_task(door.sessions.sweep())
             if not self.should_exit:
                 print(f"listening on {url}", file=sys.stderr, flush=True)
 
         async def shutdown(self, sockets: Any = None) -> None:
+            if getattr(self, "sweeper", None) is not None:
+                self.sweeper.cancel()
             door.stopping = True
             deadline = anyio.current_time() + DRAIN_S
             while door.posts and not self.force_exit and anyio.current_time() < deadline:

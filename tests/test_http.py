@@ -533,3 +533,41 @@ def _sleeping_threads(pid: int) -> int:
         except OSError:
             pass  # the thread ended
     return count
+
+
+def test_a_token_holds_a_bounded_number_of_sessions(sw):
+    """One token opens SESSIONS_PER_TOKEN sessions and is refused one more (HTTP 429), while
+    another token still opens its own; once the first ends one (DELETE), it may open one again.
+    (The SDK's only bound is the server's 10,000 sessions, for every token together: one token,
+    a read-only one too, could take them all and lock every other agent out.)"""
+    from swarmctl.mcp_http import SESSIONS_PER_TOKEN
+
+    _init(sw)
+    hog, other = _token(sw, "agent/hog", "--read-only")["token"], _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        opened = [_post(server.url, INIT, hog) for _ in range(SESSIONS_PER_TOKEN)]
+        assert [r.status_code for r in opened] == [200] * SESSIONS_PER_TOKEN
+        refused = _post(server.url, INIT, hog)
+        assert refused.status_code == 429 and refused.json()["error"]["data"] == {"max_sessions": SESSIONS_PER_TOKEN}, refused.text
+        assert _post(server.url, INIT, other).status_code == 200
+        ended = httpx2.delete(server.url, headers={"authorization": f"Bearer {hog}", "mcp-session-id": opened[0].headers["mcp-session-id"]})
+        assert ended.status_code == 200, ended.text
+        assert _post(server.url, INIT, hog).status_code == 200
+
+
+def test_a_revoked_tokens_open_stream_is_ended(sw):
+    """A session kept open by a GET stream never idled out: revoking its token refused the
+    token's requests, but the stream (and the session) lived on for good. The server now ends
+    the sessions of a revoked token; the test waits on the stream's end."""
+    _init(sw)
+    made = _token(sw, "agent/w1")
+    with _serve(sw) as server:
+        session = _session(server.url, made["token"])
+        headers = {"authorization": f"Bearer {made['token']}", "accept": "text/event-stream", **session}
+        with httpx2.stream("GET", server.url, headers=headers, timeout=httpx2.Timeout(60, read=None)) as stream:
+            assert stream.status_code == 200
+            sw.ok(*as_(sw, ALICE), "token", "revoke", str(made["id"]))
+            deadline = time.monotonic() + 60
+            for _ in stream.iter_bytes():  # pings (every 15 s), until the server ends the stream
+                assert time.monotonic() < deadline, "the revoked token's stream is still open"
+        assert _post(server.url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, made["token"], **session).status_code == 401
