@@ -299,3 +299,40 @@ def test_fish_shows_messages_as_they_are_with_no_traceback(hostile):
     assert dict(ops) == {**_described(hostile), "@": "the newest op by you (--as)"}, ops
     assert sorted(v for v, _ in fish_complete(hostile, "swarmctl ref show ")) == sorted(["main", *HOSTILE_REFS])
     _ran_nothing(hostile)
+
+
+@needs["bash"]
+def test_bash_reads_an_option_given_with_equals(store, tmp_path):
+    """bash breaks a word at `=`: `--repo=PATH` comes as `--repo`, `=`, `PATH` (COMP_WORDS as
+    bash makes them), and was read as `--repo` `=` and a command named PATH, so the top-level
+    commands were offered; `--ref=m` offered nothing."""
+    other = tmp_path / "other"
+    mp = pytest.MonkeyPatch()
+    try:
+        sw = Swarm(tmp_path, mp)
+        sw.ok("--as", AGENT, "init", str(other))
+        made = sw.ok("--repo", str(other), "--as", AGENT, "changeset", "create", "-m", "m")["changeset"]["id"]
+        sw.ok("--repo", str(other), "--as", AGENT, "ref", "set", "only-here", made, "--create")
+    finally:
+        mp.undo()
+    assert bash_words(store, ["swarmctl", "--repo", "=", str(other), "ref", "show", ""]) == ["only-here"]
+    assert bash_words(store, ["swarmctl", "op", "log", "--ref", "=", "rel"]) == ["release/v1", "release/v2"]
+    assert bash_words(store, ["swarmctl", "op", "log", "--ref", "=", ""]) == ["main", "release/v1", "release/v2"]
+
+
+def bash_words(store: Path, words: list[str]) -> list[str]:
+    """COMPREPLY for COMP_WORDS as given (as bash splits a line, at `=` too), the last under the cursor."""
+    script = ROOT / completions.PATHS["bash"]
+    line = " ".join(words)
+    program = (
+        f"source {script}\n"
+        f"COMP_WORDS=({' '.join(_quote(w) for w in words)})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        f"COMP_LINE={_quote(line)}\nCOMP_POINT={len(line)}\n"
+        '$(complete -p swarmctl | sed -E "s/.* -F ([^ ]+) .*/\\1/") swarmctl\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True,
+                         env=_env(store), cwd=store.parent, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    return [line for line in ran.stdout.splitlines() if line]

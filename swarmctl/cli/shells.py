@@ -44,6 +44,22 @@ def _described(item: CompletionItem) -> str:
 
 
 class Bash(BashComplete):
+    def get_completion_args(self) -> tuple[list[str], str]:
+        """As Typer reads COMP_WORDS, with `--opt=value` made one word again: bash breaks a word
+        at `=` (COMP_WORDBREAKS), so `--repo=../other` came as `--repo`, `=`, `../other`, and the
+        store's path was taken for a command."""
+        args, incomplete = super().get_completion_args()
+        words: list[str] = []
+        glue = False
+        for word in [*args, incomplete]:
+            if word == "=" and words and words[-1].startswith("-") and "=" not in words[-1]:
+                words[-1], glue = words[-1] + "=", True
+            elif glue:
+                words[-1], glue = words[-1] + word, False
+            else:
+                words.append(word)
+        return words[:-1], words[-1]
+
     def format_completion(self, item: CompletionItem) -> str:
         return bash_word(str(item.value))
 
