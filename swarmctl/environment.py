@@ -70,5 +70,5 @@ VARIABLES: tuple[Variable, ...] = (
 )
 
 # Read by swarmctl but not a setting for people: fault injection for the crash tests
-# (store/db.py), and the variable the completion scripts set to call back into swarmctl.
-NOT_SETTINGS = ("SWARMCTL_FAULT", "_SWARMCTL_COMPLETE")
+# (store/db.py), and the variables the completion scripts set to call back into swarmctl.
+NOT_SETTINGS = ("SWARMCTL_FAULT", "_SWARMCTL_COMPLETE", "_TYPER_COMPLETE_FISH_ACTION")
