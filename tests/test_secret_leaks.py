@@ -77,6 +77,33 @@ def test_no_form_of_a_secret_reaches_the_store_its_wal_or_any_output(sw):
     keeper.close()
 
 
+def test_a_secret_one_step_names_is_hidden_in_every_steps_output_and_rollback(sw):
+    """Each command gets swarmctl's whole environment, so a step that does not name a secret, or
+    a rollback command, can print one another step names: it was kept in plaintext (in
+    `workflow status`, the run's error, the store), only the naming step's output being scrubbed."""
+    kit = Kit(sw)
+    keeper = sqlite3.connect(Path(kit.repo) / "swarmops.db")
+    keeper.execute("SELECT COUNT(*) FROM ops").fetchone()
+    flow = (
+        'name = "w"\n'
+        '[[step]]\nname = "deploy"\nrun = ["sh", "-c", "echo deploy sees $API_TOKEN"]\nrollback = ["sh", "-c", "echo undo sees $API_TOKEN"]\n'
+        'env = { API_TOKEN = "${env:API_TOKEN}" }\n'
+        '[[step]]\nname = "after"\nrun = ["sh", "-c", "echo after sees $API_TOKEN; exit 1"]\nrollback = ["true"]\n'
+    )
+    ran, wf = kit.run(flow, env={"API_TOKEN": TOKEN})
+    assert ran.exit == 10, ran.stdout  # E_STEP_FAILED: `after` exits 1
+    rolled = kit("workflow", "rollback", wf, "--confirm", env={"API_TOKEN": TOKEN})
+    assert rolled.exit == 0, rolled.stdout
+    status = kit("workflow", "status", wf, actor=None)
+    tails = {s["name"]: (s["result"] or {}).get("stdout_tail") for s in status.result["steps"]}
+    assert tails["after"] == "after sees ***\n", tails
+    stored = kit.db_bytes()
+    for out in (ran, rolled, status):
+        assert TOKEN not in out.stdout + out.stderr
+    assert TOKEN.encode() not in stored
+    keeper.close()
+
+
 def test_a_secret_shorter_than_four_characters_is_run_with_a_warning_on_stderr(sw):
     kit = Kit(sw)
     ran, _ = kit.run(

@@ -17,8 +17,9 @@ The rules this module keeps:
   commit together, so there is no moment at which its effect is unknown.
 - Every transaction first checks that this process still owns the workflow (`_owned_write`);
   once it does not, the executor stops at once and saves nothing more (E_STATE).
-- `${env:...}` values are resolved here, passed to the process, scrubbed from its output and
-  never written to the store.
+- `${env:...}` values are resolved here, passed to the process, scrubbed from the output of
+  every step and rollback command of the workflow (each gets swarmctl's whole environment, so
+  any may print one), and never written to the store.
 
 `progress`, when given, is called with a dict for each step that starts and finishes
 (`phase`, `event`, `step`, `index`, `position`, `count`, `status`); the CLI shows it on a
@@ -79,7 +80,9 @@ class Executor:
         self.lease_s = hosts.lease_s()
         self._renewed = time.monotonic()  # when this process last renewed its lease (any owned write)
         self.base_dir = Path(wf.base_dir)  # where its commands run
-        self._hidden: dict[int, list[str]] = {}  # by step: what its `${env:...}` references resolve to
+        # What every step's `${env:...}` references resolve to: each command gets swarmctl's whole
+        # environment, so any step (or rollback) may print another's secret; all are scrubbed.
+        self._hidden = sorted({v for s in wf.steps for v in definition.resolved_values(s.spec, self.environ)})
 
     # --- ownership ---------------------------------------------------------------------------
 
@@ -259,7 +262,6 @@ class Executor:
         is killed, the step saved `interrupted` (if this process still holds the workflow) and
         the KeyboardInterrupt re-raised."""
         spec = step.spec
-        self._hidden[step.idx] = definition.resolved_values(spec, self.environ)  # its output is scrubbed of them
         short = [n for n in definition.step_references(spec) if 0 < len(self.environ.get(n, "")) < MIN_SCRUB_LEN]
         if short:
             self.ctx.warn(
@@ -283,7 +285,7 @@ class Executor:
                 timeout_s=spec["timeout_s"],
                 group=self.commands,
                 on_start=started,
-                hidden=self._hidden[step.idx],
+                hidden=self._hidden,
                 tick=(self.renew, self.lease_s / 3),
                 inherit_env=env is self.command_env and self.inherits,
             )
@@ -310,7 +312,7 @@ class Executor:
         the program the definition names (which holds no literal secret: `definition.load`
         refuses one), so only what `${env:...}` put in them is scrubbed: masking `KEY: value`
         there made `cannot start ./rotate-token: no such program` read `...: *** such program`."""
-        hidden = self._hidden[step.idx]
+        hidden = self._hidden
 
         def clean(text: str | None) -> str | None:
             return redact_text(scrub_values(text, hidden))
