@@ -441,6 +441,10 @@ def test_a_stopping_server_answers_the_calls_under_way_and_runs_no_new_one(sw):
 
         def write() -> None:
             with HttpClient(server.url) as client:
+                # A read first: the SDK client asks for tools/list after its first call's answer
+                # (to check it against the output schema), which, after the drain, finds the
+                # server gone; asked now, the write's answer is the last thing it waits for.
+                assert client.envelope("ref_list", {})["ok"]
                 answers["write"] = client.envelope("ref_set", {"name": "drained", "target": target})
 
         writer = threading.Thread(target=write)
@@ -459,6 +463,8 @@ def test_a_stopping_server_answers_the_calls_under_way_and_runs_no_new_one(sw):
             flag.unlink(missing_ok=True)  # the write goes on to commit
             writer.join(timeout=120)
         assert server.proc.wait(timeout=60) is not None
+        log = server.log()
+    assert "write" in answers, log  # the writer's thread raised (on stderr), or never got its answer
     for refused in (read, late):
         error = refused["error"]
         assert (error["code"], error["details"]) == ("E_UNAVAILABLE", {"stopping": True}), refused
