@@ -303,3 +303,26 @@ def test_store_check_runs_on_both_backends(sw, backend):
     assert checked["head"] == {"op": 6, "at": newest["at"], "hash": newest["hash"]}
     undone = sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6")
     assert sw.ok("--repo", str(sw.store), "store", "check")["head"]["op"] == undone["op"]
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_write_naming_content_planted_under_its_id_is_refused(sw, backend):
+    """A blob's id is the hash of its content, and a write stored a file's content under its id
+    only if no row had that id. A role with psql on a shared store could plant other bytes
+    under the id of content it expected (a template, a known file): a person's later write of
+    that file then named the planted bytes, with no warning. The write is now refused
+    (E_STORE_CORRUPT), and writes nothing."""
+    from core_helpers import tamper
+    from swarmctl.store.changesets import blob_id
+
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    notes = sw.tmp / "NOTES.md"
+    notes.write_bytes(b"deploy: safe\n")
+    planted = b"deploy: rm -rf /"
+    with tamper(sw.store) as conn:
+        conn.execute("INSERT INTO blobs(id, size, content) VALUES (?, ?, ?)", (blob_id(notes.read_bytes()), len(planted), planted))
+    before = op_count(sw.store)
+    ran = sw("--repo", str(sw.store), "--as", ALICE, "changeset", "create", "-m", "notes", "--ref", "main", "--file", "NOTES.md")
+    assert ran.exit == 9 and ran.error["code"] == "E_STORE_CORRUPT", ran.stdout
+    assert "does not hash to its id" in ran.error["message"] + json.dumps(ran.error["details"])
+    assert op_count(sw.store) == before

@@ -3,6 +3,10 @@
 `Store` is what tools/ hold: `read()` for a consistent snapshot, `write(actor)` for a change.
 How a transaction begins, which op number and time it gets, and what a driver's failure means
 are the backend's: swarmctl/store/sqlite.py and swarmctl/store/postgres/.
+
+Why this module is long: `Store.write` and the `Writer` it hands out are the one transaction
+helper and everything a write may do inside it, each with the checks that keep it whole; split,
+a write's checks would be read in two places.
 """
 
 from __future__ import annotations
@@ -394,7 +398,15 @@ class Writer:
         self.made.append(row.id)
 
     def insert_blob(self, blob_id: str, content: bytes) -> None:
+        """A file's content under its id. Content already stored under the id must be this: a
+        role with psql could have put other bytes there first, for an honest write to name (on
+        a shared store, E_STORE_CORRUPT, and nothing is written)."""
         self.conn.execute(
             "INSERT INTO blobs(id, size, content) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING",
             (blob_id, len(content), content),
         )
+        stored = self.conn.execute("SELECT content FROM blobs WHERE id = ?", (blob_id,)).fetchone()
+        if stored is None or bytes(stored[0]) != content:
+            from swarmctl.store.errors import Problem, damaged
+
+            raise damaged([Problem("blob_id", f"file content {blob_id} does not hash to its id: it changed")])
