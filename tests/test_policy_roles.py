@@ -222,6 +222,10 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
         (in_own_op("UPDATE meta SET value = '{\"roles\": {}}' WHERE key = 'policy_rules'"), "only an admin changes the policy"),
         (AS_AGENT + "UPDATE meta SET value = '99' WHERE key = 'format'", "store's format"),
         (AS_AGENT + "DELETE FROM meta WHERE key = 'format'", "store's format"),
+        # The store's settings, which only admins' commands set: a fence would stop every writer
+        # and send them to a store of the role's choosing; a bound would change everyone's tx.
+        (AS_AGENT + "INSERT INTO meta(key, value) VALUES ('moved_to', '/elsewhere')", "only an admin changes the store's settings"),
+        (AS_AGENT + "INSERT INTO meta(key, value) VALUES ('tx.max_revisions', '1')", "only an admin changes the store's settings"),
     ],
     "head": [
         (AS_AGENT + "UPDATE head SET last_op = last_op + 5", "head row"),

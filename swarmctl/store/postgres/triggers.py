@@ -16,6 +16,7 @@ holds (`swarm_mapped()` is not NULL) writes as the actor it declares in the sett
 - `refs`: changed only with this transaction's op, as `[[protect]]` lets its actor;
 - `tokens`: made and revoked by an admin's op (or revoked by the undo of the op that made it);
 - `policies` and meta `policy_rules`/`format`: added by an admin's op, never changed or removed;
+- the other meta rows, the store's settings (`moved_to`, `tx.max_revisions`): an admin's only;
 - `txs` and their rows: only the transactions of the role's actors; never removed;
 - `workflows` and their steps: started by an actor of the role that `[run] actors` lets start
   it (`[run] definitions` is swarmctl's: the database cannot resolve a path's symlinks), steps
@@ -162,7 +163,10 @@ BEGIN
     END IF;
     RETURN 'only an admin changes the policy or the store''s format, by an op';
   ELSIF tbl = 'meta' THEN
-    RETURN NULL;  -- the store's settings: as open as the commands that set them
+    -- The store's settings (a fence's `moved_to`, `tx config`'s bound): set by admins only, as
+    -- the commands that set them are; they write no op, so the declared actor is what is asked.
+    IF {s}.swarm_matches(a, {s}.swarm_rules()->'admins') THEN RETURN NULL; END IF;
+    RETURN format('only an admin changes the store''s settings (meta %s)', COALESCE(n->>'key', o->>'key'));
   ELSIF tbl IN ('txs', 'tx_revisions', 'tx_baselines') THEN
     RETURN {s}.swarm_tx_refusal(tbl, verb, mine, this_op, o, n);
   ELSIF tbl IN ('workflows', 'workflow_steps') THEN
