@@ -232,6 +232,8 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
         (AS_AGENT + "UPDATE head SET last_op = last_op - 1", "head row"),
         (AS_AGENT + "DELETE FROM head", "head row"),
         (in_own_op("UPDATE head SET last_op = last_op + 1"), "head row"),
+        # Moved by one with no op after it: every later write would find a gap and refuse.
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; COMMIT", "but no op"),
     ],
     "ops": [
         (AS_AGENT + f"UPDATE ops SET actor = '{AGENT}' WHERE op = 2", "may not be rewritten"),

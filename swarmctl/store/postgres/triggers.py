@@ -8,7 +8,8 @@ holds (`swarm_mapped()` is not NULL) writes as the actor it declares in the sett
 `swarm.actor` (swarmctl sets it in each write), which must be one its role may act as; then
 `swarm_refusal` says, table by table, what such a session may write:
 
-- `head` moves by one, once per transaction: that numbers this transaction's op (`swarm_this_op`);
+- `head` moves by one, once per transaction: that numbers this transaction's op (`swarm_this_op`),
+  which the transaction must add (checked at COMMIT: `swarm_head_has_op`);
 - `ops`: only this transaction's op, by an actor of the role; an undo is held to `[undo] others`;
   only its `request` and `hash` may change afterwards, in the same transaction; never removed;
 - `changesets`, `ref_moves`, `blobs`, `time_breaks`, `op_reverts`: added with this transaction's
@@ -252,6 +253,21 @@ BEGIN
   END IF;
   RETURN COALESCE(NEW, OLD);
 END $f$
+;
+-- At COMMIT: a held session that moved the head added the op it numbered. (The head moving by
+-- one is all `swarm_refusal` can ask of the statement itself; without its op, every later
+-- write would find a gap in the log and refuse.)
+CREATE OR REPLACE FUNCTION {s}.swarm_head_has_op() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+  IF {s}.swarm_mapped() IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {s}.ops WHERE op = NEW.last_op) THEN
+    PERFORM {s}.swarm_forbid(format('the head row names op %s, but no op %s was added (role %s)', NEW.last_op, NEW.last_op, session_user));
+  END IF;
+  RETURN NULL;
+END $f$
+;
+CREATE CONSTRAINT TRIGGER swarm_head_has_op AFTER UPDATE ON {s}.head DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW EXECUTE FUNCTION {s}.swarm_head_has_op()
 ;
 DO $d$
 DECLARE t text;
