@@ -70,20 +70,8 @@ def _workflow(store: Path) -> str:
 
 
 def bash_complete(store: Path, line: str) -> list[str]:
-    script = ROOT / completions.PATHS["bash"]
-    words = line.split(" ")  # the line ends with a space: the last word is the empty one under the cursor
-    program = (
-        f"source {script}\n"
-        f"COMP_WORDS=({' '.join(_quote(w) for w in words)})\n"
-        f"COMP_CWORD={len(words) - 1}\n"
-        f"COMP_LINE={_quote(line)}\nCOMP_POINT={len(line)}\n"
-        '$(complete -p swarmctl | sed -E "s/.* -F ([^ ]+) .*/\\1/") swarmctl\n'
-        'printf "%s\\n" "${COMPREPLY[@]}"\n'
-    )
-    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True,
-                         env=_env(store), cwd=store.parent, timeout=60)
-    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
-    return ran.stdout.splitlines()
+    # The line ends with a space: the last word is the empty one under the cursor.
+    return bash_words(store, line.split(" "))
 
 
 def _quote(word: str) -> str:

@@ -68,28 +68,30 @@ class Bash(BashComplete):
         return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i))
 
 
-class Zsh(ZshComplete):
+class _Described:
+    """zsh's and fish's answer: `VALUE<TAB>DESCRIPTION` a line."""
+
     def format_completion(self, item: CompletionItem) -> str:
         return _described(item)
 
     def complete(self) -> str:
-        args, incomplete = self.get_completion_args()
-        return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i))
-
-
-class Fish(FishComplete):
-    def format_completion(self, item: CompletionItem) -> str:
-        return _described(item)
-
-    def complete(self) -> str:
-        args, incomplete = self.get_completion_args()
-        found = [self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i)]
-        if os.environ.get("_TYPER_COMPLETE_FISH_ACTION") == "is-args":
-            sys.exit(0 if found else 1)  # candidates of ours, else fish offers files
+        args, incomplete = self.get_completion_args()  # type: ignore[attr-defined]
+        found = [self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i)]  # type: ignore[attr-defined]
+        if os.environ.get("_TYPER_COMPLETE_FISH_ACTION") == "is-args":  # fish asks first: ours, or files?
+            sys.exit(0 if found else 1)
         return "\n".join(found)
 
 
+class Zsh(_Described, ZshComplete):
+    pass
+
+
+class Fish(_Described, FishComplete):
+    pass
+
+
 def use() -> None:
-    """Answer the shells with these classes (after Typer registered its own, building the app)."""
+    """Answer the shells with these classes: Click looks one up by the shell's name (the app is
+    built without Typer's own, `add_completion=False`)."""
     for cls, name in ((Bash, "bash"), (Zsh, "zsh"), (Fish, "fish")):
         add_completion_class(cls, name)
