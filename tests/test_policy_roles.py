@@ -245,6 +245,12 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
         ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description, undoes) "
          f"SELECT last_op, 'undo', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x', 2 FROM head; COMMIT", "may not undo op 2"),
         (in_own_op("UPDATE ops SET description = 'y' WHERE op = (SELECT last_op FROM head)"), "may not be rewritten"),
+        # Forged ops: a kind only an admin's command makes, and a time ahead of the server's
+        # (which would drag every later op's time forward).
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
+         f"SELECT last_op, 'policy_set', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head; COMMIT", "kind policy_set"),
+        ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
+         f"SELECT last_op, 'ref_set', '{AGENT}', '2999-01-01T00:00:00.000Z', 'x' FROM head; COMMIT", "ahead of the server's clock"),
     ],
     "changesets": [
         (AS_AGENT + "INSERT INTO changesets SELECT 'ff' || id, op, message, actor, at, parents, metadata, files FROM changesets LIMIT 1",
@@ -287,9 +293,10 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
     ],
     "tokens": [
         # A token for a person, made by an op of the agent's own: it would let the agent act as
-        # human/x over `swarmctl mcp --http`.
+        # human/x over `swarmctl mcp --http`. (An op of kind token_create is refused at `ops`;
+        # here the op is of a kind the agent may add, and the token row is what is refused.)
         ("BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; INSERT INTO ops(op, kind, actor, at, description) "
-         f"SELECT last_op, 'token_create', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head; "
+         f"SELECT last_op, 'ref_set', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x' FROM head; "
          "INSERT INTO tokens(id, digest, actor, created_by, created_at, expires_at, read_only) "
          f"SELECT last_op, 'deadbeef', 'human/x', '{AGENT}', 'at', '2099-01-01T00:00:00.000Z', false FROM head; COMMIT",
          "only an admin makes or revokes tokens"),

@@ -10,7 +10,9 @@ holds (`swarm_mapped()` is not NULL) writes as the actor it declares in the sett
 
 - `head` moves by one, once per transaction: that numbers this transaction's op (`swarm_this_op`),
   which the transaction must add (checked at COMMIT: `swarm_head_has_op`);
-- `ops`: only this transaction's op, by an actor of the role; an undo is held to `[undo] others`;
+- `ops`: only this transaction's op, by an actor of the role, dated no later than the server's
+  clock (or the op before it); never an `init`, and a policy or token op only by an admin; an
+  undo is held to `[undo] others`;
   only its `request` and `hash` may change afterwards, in the same transaction; never removed;
 - `changesets`, `ref_moves`, `blobs`, `time_breaks`, `op_reverts`: added with this transaction's
   op, never changed or removed; a ref move is held to `[[protect]]`, a revert to `[undo] others`;
@@ -132,6 +134,15 @@ BEGIN
     IF verb = 'INSERT' THEN
       IF row_op IS DISTINCT FROM this_op THEN RETURN format('op %s is not the op this transaction numbered', row_op); END IF;
       IF NOT {s}.swarm_matches(n->>'actor', mine) THEN RETURN format('op %s names actor %s', row_op, n->>'actor'); END IF;
+      IF n->>'kind' = 'init' OR (n->>'kind' IN ('policy_set', 'token_create', 'token_revoke') AND NOT {s}.swarm_admin(a, this_op)) THEN
+        RETURN format('an op of kind %s is not %s''s to add', n->>'kind', a);
+      END IF;
+      -- Its time is the server's (never earlier than the op before it): a later one would drag
+      -- the time of every op after it forward.
+      IF n->>'at' > GREATEST(to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                             (SELECT p.at FROM {s}.ops p WHERE p.op = row_op - 1)) THEN
+        RETURN format('op %s is dated %s, ahead of the server''s clock', row_op, n->>'at');
+      END IF;
       RETURN {s}.swarm_undo_refused(a, (n->>'undoes')::bigint);
     ELSIF verb = 'UPDATE' AND (o->>'op')::bigint = this_op AND (o - 'request' - 'hash') = (n - 'request' - 'hash') THEN
       RETURN NULL;
