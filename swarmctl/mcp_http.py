@@ -265,14 +265,15 @@ class HttpDoor:
         finally:
             ctx.close()
 
-    def good_tokens(self, subjects: set[str]) -> set[str]:
-        """Of the token ids `subjects`, those still unrevoked and unexpired (on no store: none)."""
+    def good_tokens(self, subjects: set[str]) -> set[str] | None:
+        """Of the token ids `subjects`, those still unrevoked and unexpired (None: the store did
+        not answer; meanwhile every request is refused anyway, `token_record`)."""
         ctx = Context(repo=self.options.repo, stores=self.stores.get())
         try:
             with ctx.store().read() as conn:
                 found = [tokens.get(conn, int(s)) for s in subjects if s.isdigit()]
         except SwarmError:
-            return set()
+            return None
         finally:
             ctx.close()
         now = names.now()
@@ -345,6 +346,8 @@ class Sessions:
             if not owned:
                 continue
             good = await self.door.in_thread(self.door.good_tokens, set(owned.values()), limiter=self.door.lookups)
+            if good is None:
+                continue  # the store did not answer: no session is ended for a blip
             for sid, subject in owned.items():
                 transport = self.manager._server_instances.get(sid)
                 if subject not in good and transport is not None:
