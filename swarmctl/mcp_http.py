@@ -227,8 +227,7 @@ class StoreTokens:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         found = await self.door.in_thread(self.door.token_record, token, limiter=self.door.lookups)
-        # Times in the store's fixed-width format compare as text.
-        if found is None or found.revoked_at is not None or found.expires_at <= names.now():
+        if found is None or not found.good(names.now()):
             return None
         scopes = ["read"] if found.read_only else ["read", "write"]
         return AccessToken(token=token, client_id=found.actor, scopes=scopes, subject=str(found.id))
@@ -277,7 +276,7 @@ class HttpDoor:
         finally:
             ctx.close()
         now = names.now()
-        return {str(t.id) for t in found if t is not None and t.revoked_at is None and t.expires_at > now}
+        return {str(t.id) for t in found if t is not None and t.good(now)}
 
     def caller(self, request: Any) -> Caller:
         if self.options.auth == "trust":

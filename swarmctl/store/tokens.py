@@ -26,6 +26,10 @@ class Token(NamedTuple):
     read_only: bool
     revoked_op: int | None  # the op that revoked it
 
+    def good(self, now: str) -> bool:
+        """Unrevoked and unexpired at `now` (times in the store's fixed-width format compare as text)."""
+        return self.revoked_at is None and self.expires_at > now
+
 
 _COLUMNS = ", ".join(Token._fields)
 
