@@ -401,10 +401,12 @@ class Writer:
         """A file's content under its id. Content already stored under the id must be this: a
         role with psql could have put other bytes there first, for an honest write to name (on
         a shared store, E_STORE_CORRUPT, and nothing is written)."""
-        self.conn.execute(
+        inserted = self.conn.execute(
             "INSERT INTO blobs(id, size, content) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING",
             (blob_id, len(content), content),
-        )
+        ).rowcount
+        if inserted == 1:
+            return  # new: nothing to compare, and no need to read back what was just written
         stored = self.conn.execute("SELECT content FROM blobs WHERE id = ?", (blob_id,)).fetchone()
         if stored is None or bytes(stored[0]) != content:
             from swarmctl.store.errors import Problem, damaged
