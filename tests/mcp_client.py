@@ -262,12 +262,16 @@ class HttpClient(McpClient):
 
     @asynccontextmanager
     async def _connect(self):
+        import httpx2
         from mcp.client.session import ClientSession
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
         from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-        async with create_mcp_http_client(headers=self.headers) as http:
+        # The SDK's create_mcp_http_client, but with `verify` off: the servers here speak plain
+        # HTTP on loopback, and a verifying client loads a CA bundle as it is made (~20 ms).
+        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        async with httpx2.AsyncClient(headers=self.headers, timeout=timeout, verify=False) as http:
             async with streamable_http_client(self.url, http_client=http) as (read_stream, write_stream):
                 self.received = _Recorded(read_stream)
                 self.dispatcher = JSONRPCDispatcher(self.received, write_stream)

@@ -192,6 +192,16 @@ def _cas_worker(repo: str, actor: str, targets: list, results, go) -> None:
     results.put((actor, done, conflicts))
 
 
+def racers():
+    """Where the racing processes start: multiprocessing's fork server, which imports the
+    racers' modules (and with them swarmctl, its store backends and psycopg) once in each xdist
+    worker. Each racer is a fork of it, a process of its own that opens its own store. With
+    "spawn" every racer imported all of them again: 32 racers a run, about a second of CPU each."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["test_concurrency", "test_pg_races"])
+    return context
+
+
 def _seed_targets(sw, count: int) -> list[str]:
     """`count` changesets (one op), and `counter` created at the first: the ref the workers move."""
     s = Store.open(sw.store)
@@ -233,7 +243,7 @@ def test_eight_library_processes_race_with_compare_and_swap(sw):
     sw.ok("--as", ALICE, "init", str(sw.store))
     per_worker = 12
     targets = _seed_targets(sw, 1 + WORKERS * per_worker)
-    mp = multiprocessing.get_context("spawn")
+    mp = racers()
     results, go = mp.Queue(), mp.Barrier(WORKERS)
     procs = [
         mp.Process(

@@ -49,10 +49,16 @@ def _serve(sw: Swarm, *args: str) -> HttpServer:
     return server
 
 
+# The servers here speak plain HTTP on loopback, so no request needs a CA bundle; but httpx
+# loads one into every client it makes (each module-level call makes one) unless `verify` is
+# off: about 20 ms of CPU a request.
+PLAIN = {"verify": False}
+
+
 def _post(url: str, body: dict | str | bytes, token: str | None = None, **headers: str) -> httpx2.Response:
     sent = {**HEADERS, **({"authorization": f"Bearer {token}"} if token else {}), **headers}
     content = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    return httpx2.post(url, content=content, headers=sent, timeout=60)
+    return httpx2.post(url, content=content, headers=sent, timeout=60, **PLAIN)
 
 
 def _ops(sw: Swarm) -> list[dict]:
@@ -116,7 +122,7 @@ def test_missing_unknown_expired_and_revoked_tokens_get_401_and_run_nothing(sw):
         # Two Authorization headers: the SDK took the first; which names the caller is not guessed
         for tokens in ((good["token"], "swt_never-issued"), ("swt_never-issued", good["token"])):
             headers = [*HEADERS.items(), *(("authorization", f"Bearer {t}") for t in tokens)]
-            twice = httpx2.post(server.url, content=json.dumps(INIT), headers=headers, timeout=60)
+            twice = httpx2.post(server.url, content=json.dumps(INIT), headers=headers, timeout=60, **PLAIN)
             assert (twice.status_code, twice.json()["error"]["message"]) == (
                 400, "Invalid request: Authorization is given twice; nothing was run"), twice.text
     assert len(_ops(sw)) == before
@@ -134,7 +140,9 @@ def test_host_and_origin_are_checked_and_no_cors_headers_are_sent(sw):
         fine = [_post(server.url, INIT, token, origin=o) for o in ("https://app.example", f"http://localhost:{port}")]
         assert [r.status_code for r in fine] == [200, 200], [r.text for r in fine]
         assert _post(server.url, INIT, token, host=f"localhost:{port}").status_code == 200
-        preflight = httpx2.options(server.url, headers={"origin": "https://app.example", "access-control-request-method": "POST"})
+        preflight = httpx2.options(
+            server.url, headers={"origin": "https://app.example", "access-control-request-method": "POST"}, **PLAIN
+        )
         for answer in [evil, rebound, *fine, preflight]:
             assert not [h for h in answer.headers if h.lower().startswith("access-control-")], dict(answer.headers)
 
@@ -483,7 +491,7 @@ def test_a_stream_asked_to_resume_opens_afresh(sw):
     with _serve(sw) as server:
         session = _session(server.url, token)
         headers = {"authorization": f"Bearer {token}", "accept": "text/event-stream", "last-event-id": "abc", **session}
-        with httpx2.stream("GET", server.url, headers=headers, timeout=60) as stream:
+        with httpx2.stream("GET", server.url, headers=headers, timeout=60, **PLAIN) as stream:
             assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
 
 
@@ -556,7 +564,9 @@ def test_a_token_holds_a_bounded_number_of_sessions(sw):
         refused = _post(server.url, INIT, hog)
         assert refused.status_code == 429 and refused.json()["error"]["data"] == {"max_sessions": SESSIONS_PER_TOKEN}, refused.text
         assert _post(server.url, INIT, other).status_code == 200
-        ended = httpx2.delete(server.url, headers={"authorization": f"Bearer {hog}", "mcp-session-id": opened[0].headers["mcp-session-id"]})
+        ended = httpx2.delete(
+            server.url, headers={"authorization": f"Bearer {hog}", "mcp-session-id": opened[0].headers["mcp-session-id"]}, **PLAIN
+        )
         assert ended.status_code == 200, ended.text
         assert _post(server.url, INIT, hog).status_code == 200
 
@@ -570,7 +580,7 @@ def test_a_revoked_tokens_open_stream_is_ended(sw):
     with _serve(sw) as server:
         session = _session(server.url, made["token"])
         headers = {"authorization": f"Bearer {made['token']}", "accept": "text/event-stream", **session}
-        with httpx2.stream("GET", server.url, headers=headers, timeout=httpx2.Timeout(60, read=None)) as stream:
+        with httpx2.stream("GET", server.url, headers=headers, timeout=httpx2.Timeout(60, read=None), **PLAIN) as stream:
             assert stream.status_code == 200
             sw.ok(*as_(sw, ALICE), "token", "revoke", str(made["id"]))
             deadline = time.monotonic() + 60

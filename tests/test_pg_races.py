@@ -2,12 +2,11 @@
 host-b (SWARMCTL_HOST_ID), each moving one ref by compare-and-swap and running a workflow of its
 own. Ops stay gapless, no update is lost, and nothing comes back E_INTERNAL."""
 
-import multiprocessing
 from pathlib import Path
 
 import pytest
 from core_helpers import ALICE, problems
-from test_concurrency import _check_race, _seed_targets
+from test_concurrency import _check_race, _seed_targets, racers
 
 pytestmark = pytest.mark.backends("postgres")
 
@@ -70,7 +69,7 @@ def test_sixteen_processes_on_two_hosts_race_without_gaps_lost_updates_or_intern
     flows.mkdir()
     for i in range(PROCESSES):
         (flows / f"flow-{i}.toml").write_text(FLOW.format(i=i, target=targets[0]))
-    mp = multiprocessing.get_context("spawn")
+    mp = racers()
     results, go = mp.Queue(), mp.Barrier(PROCESSES)
     procs = [
         mp.Process(target=_worker, args=(
