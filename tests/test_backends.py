@@ -171,6 +171,20 @@ def test_errors_of_a_server_store(sw, pg_cluster):
 
 
 @POSTGRES
+@pytest.mark.parametrize("option", [
+    "sslmode=bogus", "port=abc", "connect_timeout=abc", "target_session_attrs=x", "no_such_option=1", "%zz=1",
+])
+def test_a_url_libpq_cannot_use_is_invalid_not_unreachable(sw, pg_cluster, option):
+    """A URL whose options libpq refuses before it tries any server is the caller's mistake,
+    E_INVALID_ARG (exit 2): it was E_UNAVAILABLE (exit 11), which tells a script to retry."""
+    url = f"{sw.url}&{option}"
+    for ran in (sw("--repo", url, "op", "log"), sw("--as", ALICE, "init", url)):
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.envelope
+        assert ran.error["message"].startswith("the store's URL cannot be used: "), ran.error
+    assert pg_cluster.psql(f"SELECT count(*) FROM pg_namespace WHERE nspname = '{sw.url.rpartition('schema=')[2]}'") == "[(0,)]"
+
+
+@POSTGRES
 def test_a_store_url_is_read_as_libpq_reads_it_and_nothing_in_it_is_guessed(sw, pg_cluster):
     """A schema PostgreSQL keeps for itself (`pg_catalog` was E_INTERNAL, "a bug"; a superuser's
     `information_schema` took a store's tables), a schema named twice (the last one won, silently),

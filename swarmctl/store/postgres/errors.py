@@ -87,10 +87,25 @@ _NO_SLOT = re.compile(r"too many clients|too many connections for|connection slo
 _NOT_READY = re.compile(r"the database system is (starting up|shutting down|in recovery mode|not (yet )?accepting)")
 
 
+# libpq's words for an option of the URL it cannot take, found before it tries any host (its
+# parser's own failures reach psycopg as ProgrammingError): "invalid sslmode value: ...",
+# "invalid integer value "x" for connection option "port"", "invalid port number: ...".
+_BAD_OPTION = re.compile(r"^(?:connection is bad: )?invalid (?:\S+ value: |integer value .* for connection option |port number)")
+
+
 def connect_failure(exc: BaseException, url: StoreUrl) -> SwarmError:
-    """Why connecting failed: the server refused us, has no such database, cannot take a
-    connection now, or was not reached."""
+    """Why connecting failed: the URL cannot be used as written, or the server refused us, has
+    no such database, cannot take a connection now, or was not reached."""
     text = scrub(str(exc).strip(), url)
+    if isinstance(exc, psycopg.ProgrammingError) or _BAD_OPTION.search(text):
+        return SwarmError(
+            "E_INVALID_ARG",
+            f"the store's URL cannot be used: {text.removeprefix('connection is bad: ')}",
+            details={"repo": url.shown},
+            hint="Nothing was tried on any server. Correct the URL: libpq's connection parameters are in "
+            "PostgreSQL's documentation (\"Connection Strings\"); the README's \"Sharing a store between "
+            "machines\" shows the form.",
+        )
     fatal = re.search(r"FATAL:\s+(.*)", text)
     reason = fatal.group(1).strip() if fatal else ""
     if re.search(r'database ".*" does not exist', reason):
