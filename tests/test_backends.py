@@ -223,6 +223,26 @@ def test_a_write_waits_for_the_head_row_then_gives_e_busy(sw):
 
 
 @POSTGRES
+def test_a_statement_the_servers_statement_timeout_cancels_is_e_busy_saying_so(sw):
+    """A statement_timeout set for the role (here in the URL's options) that cuts off a write
+    waiting for the head row: E_BUSY, nothing written, and the error names the server's cancel,
+    not SWARMCTL_LOCK_TIMEOUT (which it said: "the store stayed locked past the timeout (60s)")."""
+    sw.ok("--as", ALICE, "init", sw.url)
+    holder = connect(sw.url)
+    try:
+        holder.native("BEGIN; SELECT last_op FROM head FOR UPDATE")
+        url = f"{sw.url}&options=-c%20statement_timeout%3D200"
+        ran = sw("--repo", url, "--as", ALICE, "changeset", "create", "-m", "x", env={"SWARMCTL_LOCK_TIMEOUT": "60"})
+        assert (ran.exit, ran.error["code"]) == (8, "E_BUSY"), ran.stdout
+        assert ran.error["details"]["sqlstate"] == "57014" and ran.error["details"]["reason"] == "canceled"
+        assert ran.error["message"].startswith("the server canceled the statement: ")
+        assert "statement_timeout" in ran.error["hint"] and "SWARMCTL_LOCK_TIMEOUT" not in ran.error["hint"]
+    finally:
+        holder.close()
+    assert sw.ok("--repo", sw.url, "op", "log")["ops"][0]["op"] == 1
+
+
+@POSTGRES
 def test_a_lost_commit_is_looked_up_by_its_request_id(sw):
     """After a connection lost during COMMIT the write is looked up on a new connection by the
     request id stored with its op: found, the result stands; not found, it did not commit."""

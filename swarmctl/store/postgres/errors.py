@@ -19,7 +19,8 @@ from swarmctl.store.files import lock_timeout
 from swarmctl.store.postgres.url import StoreUrl, scrub
 
 _LOCK_NOT_AVAILABLE = "55P03"
-_BUSY = {"40001", "40P01", "57014"}  # serialization, deadlock, canceled: no such failure on SQLite
+_RETRY = {"40001", "40P01"}  # serialization failure, deadlock: no such failure on SQLite
+_CANCELED = "57014"  # the server's statement_timeout (a role's, a database's, PGOPTIONS), or pg_cancel_backend
 _GONE = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "25P03"}
 _FORBIDDEN = {"42501", "28000", "28P01"}  # privilege, authorization, password
 _READ_ONLY = "25006"  # a write in a read-only transaction: a standby, or default_transaction_read_only
@@ -40,13 +41,20 @@ def translate(exc: BaseException, url: StoreUrl) -> SwarmError:
             details=where,
             hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
         )
-    if state in _BUSY:
+    if state in _RETRY:
         return SwarmError(
             "E_BUSY",
-            f"the store stayed locked past the timeout ({lock_timeout():g}s), or the server chose "
-            f"this write to retry: {text}",
+            f"the server chose this write to retry (it conflicted with another): {text}",
             details={**where, "sqlstate": state},
-            hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+            hint="Another process is writing; nothing was written. Retry.",
+        )
+    if state == _CANCELED:  # not a lock wait of ours: that is SWARMCTL_LOCK_TIMEOUT's 55P03 above
+        return SwarmError(
+            "E_BUSY",
+            f"the server canceled the statement: {text}",
+            details={**where, "sqlstate": state, "reason": "canceled"},
+            hint="Nothing was written. The server's statement_timeout (set for this role, this database, or in "
+            "PGOPTIONS) or an administrator cut it off: retry; if it recurs, raise statement_timeout for swarmctl's role.",
         )
     if state == _READ_ONLY:
         return SwarmError(
