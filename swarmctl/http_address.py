@@ -36,7 +36,7 @@ def parse_address(text: str) -> tuple[str, int]:
         host = host[1:-1]
     elif ":" in host:
         host = ""  # an IPv6 address is written in brackets
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not names.digits(port) or int(port) > 65535:
         raise SwarmError(
             "E_INVALID_ARG",
             f"--http takes HOST:PORT, not {text!r}",

@@ -170,7 +170,7 @@ class Bounds:
 async def _read_body(receive: Any, limit: int, declared: str | None) -> tuple[bytes | None, list[Any]]:
     """The whole body (None: past `limit`, of which no more than the limit was held) and any
     message that came instead of more of it (a disconnect)."""
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and names.digits(declared) and int(declared) > limit:
         return None, []
     body = bytearray()
     while True:
@@ -270,7 +270,7 @@ class HttpDoor:
         ctx = Context(repo=self.options.repo, stores=self.stores.get())
         try:
             with ctx.store().read() as conn:
-                found = [tokens.get(conn, int(s)) for s in subjects if s.isdigit()]
+                found = [tokens.get(conn, int(s)) for s in subjects if names.digits(s)]
         except SwarmError:
             return None
         finally:

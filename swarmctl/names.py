@@ -216,6 +216,12 @@ def max_digits() -> int:
     return sys.get_int_max_str_digits()
 
 
+def digits(text: object) -> bool:
+    """Whether `text` is a string of ASCII digits 0-9 only. `str.isdigit` alone also takes `²`
+    (which int() refuses) and `٤` (which int() reads as 4)."""
+    return isinstance(text, str) and text.isascii() and text.isdigit()
+
+
 def too_long_number(text: str) -> bool:
     """Whether `text` is written as a whole number (`whole_number`'s form) of more digits than
     Python converts."""

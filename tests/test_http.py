@@ -185,6 +185,8 @@ def test_bodies_are_bounded_and_checked_before_the_sdk_reads_them(sw):
         (("--http", "127.0.0.1:0", "--auth", "maybe"), "--auth"),
         (("--http", "localhost", "--auth", "trust"), "HOST:PORT"),
         (("--http", "::1:80"), "HOST:PORT"),
+        (("--http", "localhost:²"), "HOST:PORT"),  # str.isdigit() took it, int() did not: a traceback
+        (("--http", "localhost:٤٤"), "HOST:PORT"),  # int() read it as 44, and the server served there
     ],
 )
 def test_what_cannot_be_served_is_refused_at_start_up(sw, args, word):

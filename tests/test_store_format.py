@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, CI, build_golden_store, connect, file_digests, tamper
+from core_helpers import AGENT, ALICE, CI, build_golden_store, connect, file_digests, op_count, tamper
 from swarmctl.store import Store, queries
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION
 
@@ -236,3 +236,45 @@ def test_store_upgrade_of_a_store_another_process_upgraded_since_it_was_opened_w
         door.stdin.close()
         assert door.wait(timeout=60) == 0, door.stderr.read()
     assert log(sw, store, "--kind", "store_upgrade") == [13]
+
+
+@pytest.mark.backends("sqlite", "postgres")
+@pytest.mark.parametrize("recorded", ["1", "2", "3", "5"])
+def test_a_store_whose_tables_are_not_its_recorded_formats_is_corrupt_and_left_as_it_is(sw, backend, recorded):
+    """A format number its tables contradict (a person with psql or sqlite3, a half-restored
+    backup): the write's upgrade ran its steps on tables that had them (E_INTERNAL, "duplicate
+    column name") and `store check` found nothing. Now every write and `store upgrade` are
+    E_STORE_CORRUPT and write nothing, and `store check` names the contradiction."""
+    build_golden_store(sw)
+    before = op_count(sw.store)
+    with tamper(sw.store) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (recorded,))
+    writes = [("ref", "set", "x", "main", "--create")]
+    if int(recorded) < FORMAT_VERSION:  # of a current store, `store upgrade` has nothing to do
+        writes.append(("store", "upgrade"))
+    for args in writes:
+        ran = sw("--repo", str(sw.store), "--as", ALICE, *args)
+        assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+    checked = sw("--repo", str(sw.store), "store", "check")
+    problems = checked.error["details"]["problems"]
+    if backend == "postgres" and recorded == "5":  # a read there looks for the policy first: it fails first
+        assert (checked.exit, [p["code"] for p in problems]) == (9, ["unreadable"]), problems
+    else:
+        assert (checked.exit, [p["code"] for p in problems]) == (9, ["format_tables"]), problems
+        assert f"records format {recorded} but" in problems[0]["message"]
+    with connect(sw.store) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()[0] == recorded
+    assert op_count(sw.store) == before
+
+
+@pytest.mark.parametrize("recorded", ["0", "²", "٤"])
+def test_a_format_that_is_no_format_number_is_corrupt_at_every_command(sw, recorded):
+    """`²` passed str.isdigit() and failed int(): E_INTERNAL at every command, reads too; `٤`
+    (an Arabic-Indic 4) was read as format 4; format 0 was E_INTERNAL at the first write."""
+    build_golden_store(sw)
+    with tamper(sw.store) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (recorded,))
+    for args in (["op", "log"], ["store", "check"], ["--as", ALICE, "ref", "set", "x", "main", "--create"]):
+        ran = sw("--repo", str(sw.store), *args)
+        assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
+        assert "records no store format" in ran.error["message"]

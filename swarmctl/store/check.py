@@ -39,7 +39,7 @@ def check_store(
     checks: list[Callable[[Conn], list[Problem]]] = []
     if integrity and dialect(conn) == SQLITE:
         checks.append(_integrity)
-    checks += [_ops_gapless, _ops_ordered, _reverts_earlier, _replay, _moves_beside_ops, _hash_chain]
+    checks += [_format_tables, _ops_gapless, _ops_ordered, _reverts_earlier, _replay, _moves_beside_ops, _hash_chain]
     checks += [_changesets, _blobs, _refs_shadowing_ids]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
@@ -53,6 +53,15 @@ def check_store(
     for run in checks:
         problems += _guarded(run, conn)
     return problems
+
+
+def _format_tables(conn: Conn) -> list[Problem]:
+    """The store's tables are those of the format it records: a write upgrades by that number
+    (and refuses a store whose tables say otherwise), and reads take it at its word."""
+    from swarmctl.store import migrate
+
+    mismatch = migrate.format_mismatch(conn)
+    return [] if mismatch is None else [Problem("format_tables", mismatch)]
 
 
 def _head_row(conn: Conn) -> list[Problem]:

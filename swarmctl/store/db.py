@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple,
 
 from swarmctl import limits
 from swarmctl.envelope import SwarmError
+from swarmctl.names import digits
 from swarmctl.store import faults  # policies and conflicts: imported by a write, a read needs neither
 from swarmctl.store.rows import ChangesetRow, MoveRow, OpHead
 from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
@@ -223,7 +224,7 @@ def _refuse_if_moved(store: Store) -> int:
             hint=f"Nothing was written. Use the store at {moved_to} (--repo or SWARMCTL_REPO); this one still reads.",
         )
     found = meta.get("format")
-    return int(found) if found is not None and str(found).isdigit() else 0
+    return int(found) if found is not None and digits(str(found)) else 0
 
 
 def op_time(now: str, newest: str | None) -> str:

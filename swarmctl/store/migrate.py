@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from swarmctl.store import chain
+from swarmctl.store.errors import corrupt
 from swarmctl.store.schema import (
     FORMAT_VERSION,
     OP_REVERTS,
@@ -74,15 +75,53 @@ STEPS: dict[int, Callable[[Conn], None]] = {
 }
 
 
+# What each format's step adds that no earlier format has (a column, or a table no older
+# store makes on its own): by these, a store's tables tell which format they are.
+MARKS: dict[int, tuple[str, str | None]] = {
+    2: ("ops", "hash"),
+    3: ("ref_moves", "actor"),
+    4: ("workflows", "owner_host"),
+    5: ("policies", None),  # POLICY_FORMAT
+}
+
+
+def _has(conn: Conn, table: str, column: str | None) -> bool:
+    if dialect(conn) == SQLITE:
+        if column is None:
+            return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is not None
+        return conn.execute("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)).fetchone() is not None
+    # pg_catalog, which every role reads (information_schema shows only what the role may use)
+    where = "c.relnamespace = current_schema()::regnamespace AND c.relname = ? AND c.relkind IN ('r', 'p')"
+    if column is None:
+        return conn.execute(f"SELECT 1 FROM pg_class c WHERE {where}", (table,)).fetchone() is not None
+    return conn.execute(
+        f"SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE {where} "
+        "AND a.attname = ? AND NOT a.attisdropped", (table, column),
+    ).fetchone() is not None
+
+
+def format_mismatch(conn: Conn) -> str | None:
+    """Why the store's tables are not those of the format it records (None: they are)."""
+    recorded = stored_format(conn)
+    for version, (table, column) in MARKS.items():
+        if _has(conn, table, column) != (version <= recorded):
+            what = f"table {table}" if column is None else f"column {table}.{column}"
+            has = "has" if version > recorded else "lacks"
+            return f"the store records format {recorded} but {has} the {what} of format {version}"
+    return None
+
+
 def upgrade(conn: Conn) -> int | None:
     """Within the caller's write transaction: bring the store to FORMAT_VERSION. Returns the
-    format it had (None: it was current already)."""
+    format it had (None: it was current already). A store whose tables are not those of the
+    format it records is E_STORE_CORRUPT, and not touched."""
     found = stored_format(conn)
     if found >= FORMAT_VERSION:
         return None
+    mismatch = format_mismatch(conn)
+    if mismatch is not None:
+        raise corrupt(f"{mismatch}: it cannot be upgraded", None)
     for version in range(found, FORMAT_VERSION):
-        if version not in STEPS:
-            raise RuntimeError(f"no upgrade step from store format {version}")
         STEPS[version](conn)
     record_format(conn, FORMAT_VERSION)
     return found

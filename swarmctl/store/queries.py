@@ -6,6 +6,7 @@ of the op log."""
 import json
 from typing import Iterable, NamedTuple, Sequence
 
+from swarmctl.names import digits
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound
 from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, OpBrief, RefRow
@@ -174,7 +175,7 @@ def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[OpBrief]:
     completion. Numbers starting with 12 are 12, 120-129, 1200-1299, ...: one indexed range
     each, newest first, so a prefix costs the same on a log of any length."""
     newest = newest_op(conn) or 0
-    if prefix and (not prefix.isdigit() or prefix.startswith("0")):
+    if prefix and (not digits(prefix) or prefix.startswith("0")):
         return []
     start, scale, ranges = int(prefix or 0), 1, []
     if not prefix:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
+from swarmctl.names import digits
+
 
 class Cursor(Protocol):
     rowcount: int
@@ -82,7 +84,7 @@ def stored_format(conn: Conn) -> int:
     if known is not None:
         return known
     row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    if row is None or not str(row[0]).isdigit():
+    if row is None or not digits(str(row[0])):
         return 0  # not kept: a new store records its format within its first write
     found = int(row[0])
     if isinstance(conn, PgConn) and conn.in_transaction():

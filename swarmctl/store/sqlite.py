@@ -59,7 +59,7 @@ def _remove_abandoned_inits(path: Path) -> None:
 
     for leftover in path.glob(f"{DB_FILE}.init-*"):
         pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
-        if pid.isdigit() and not pids.alive(int(pid)):
+        if names.digits(pid) and not pids.alive(int(pid)):
             leftover.unlink(missing_ok=True)
 
 
@@ -135,7 +135,7 @@ class SqliteStore(Store):
 
     def _check_format(self) -> None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        if row is None or not str(row[0]).isdigit():
+        if row is None or not names.digits(str(row[0])) or int(row[0]) < 1:  # formats start at 1
             raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
         found = int(row[0])
         self.format = found

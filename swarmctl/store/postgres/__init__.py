@@ -23,6 +23,7 @@ from typing import Callable
 import psycopg
 
 from swarmctl.envelope import SwarmError
+from swarmctl.names import digits
 from swarmctl.store.db import Store, Writer, op_time
 from swarmctl.store import policies
 from swarmctl.store.errors import NoSchema
@@ -79,7 +80,7 @@ class PostgresStore(Store):
         return store
 
     def _check_format(self, row) -> None:
-        if row is None or not str(row[0]).isdigit():
+        if row is None or not digits(str(row[0])) or int(row[0]) < 1:  # formats start at 1
             raise SwarmError(
                 "E_STORE_CORRUPT",
                 f"the store at {self.repo} records no store format",
