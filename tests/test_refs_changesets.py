@@ -1,6 +1,8 @@
 """Refs (set, delete, list, show; compare-and-swap with --expect/--create), changesets (create,
 show) and `schema`."""
 
+import json
+
 import pytest
 from core_helpers import AGENT, ALICE, FROZEN, as_, build_golden_store, file_digests, op_count, problems, refs
 
@@ -222,4 +224,50 @@ def test_a_workflow_may_not_name_a_ref_like_a_changeset_id(sw):
     flow.write_text('name = "w"\n[[step]]\nname = "promote"\nref_set = { name = "beef00", to = "main" }\n')
     ran = sw(*as_(sw, ALICE), "workflow", "run", str(flow))
     assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG" and "hex" in ran.error["message"]
+    assert op_count(sw.store) == 1
+
+
+def test_a_ref_named_in_upper_case_hex_is_the_ref_where_one_exists(sw, frozen_clock):
+    """`CAFE` is a name a ref may have (only lowercase hex reads as an id first). A TARGET
+    written `CAFE` read as the changeset whose id begins `cafe`, so `ref set tgt CAFE` moved tgt
+    to that changeset, not to what the ref CAFE names; with no such ref it is still an id."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    me = as_(sw, ALICE)
+    made = [sw.ok(*me, "changeset", "create", "-m", f"c{i}")["changeset"]["id"] for i in range(40)]
+    lettered = next(c for c in made if any(ch in "abcdef" for ch in c[:6]))
+    other = next(c for c in made if c != lettered)
+    upper = lettered[:6].upper()
+    assert sw.ok(*me, "ref", "set", upper, other)["new"] == other
+    assert sw.ok(*me, "ref", "set", "tgt", upper)["new"] == other
+    assert sw.ok("--repo", str(sw.store), "changeset", "show", lettered[:6])["id"] == lettered
+    assert sw.ok(*me, "ref", "delete", upper)["old"] == other
+    assert sw.ok(*me, "ref", "set", "tgt", upper)["new"] == lettered  # no ref of that name: the id
+    assert problems(sw.store) == []
+
+
+def test_a_backslash_is_part_of_a_file_name_never_a_separator(sw, frozen_clock):
+    """`x\\y` and `x/y` are two files, at both doors: the backslash was read as '/', so the two
+    became one path and one file's content was dropped without a word."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    (sw.tmp / "x").mkdir()
+    (sw.tmp / "x" / "y").write_text("in a directory\n")
+    (sw.tmp / "x\\y").write_text("a backslash\n")
+    made = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "two", "--file", "x\\y", "--file", "x/y")
+    assert [(f["path"], f["size"]) for f in made["changeset"]["files"]] == [("x/y", 15), ("x\\y", 12)]
+    called = sw.ok(*as_(sw, ALICE), "call", "changeset_create", json.dumps({"message": "j", "files": {"x\\y": "A", "x/y": "BB"}}))
+    assert [(f["path"], f["size"]) for f in called["changeset"]["files"]] == [("x/y", 2), ("x\\y", 1)]
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_before_it_is_read(sw):
+    """A FIFO given as --file waited for a writer for ever (and a SIGTERM then printed no
+    envelope); a device was read up to the input bound. Each is E_INVALID_ARG at once."""
+    import os
+
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    os.mkfifo(sw.tmp / "fifo")
+    (sw.tmp / "dir").mkdir()
+    for path, kind in (("fifo", "a FIFO"), ("/dev/zero", "a character device"), ("dir", "a directory")):
+        ran = sw.process(*as_(sw, ALICE), "changeset", "create", "-m", "x", "--file", path)  # a hang: 120 s, then fails
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+        assert ran.error["message"] == f"--file {path}: {kind}{' (named pipe)' if kind == 'a FIFO' else ''}, not a regular file"
     assert op_count(sw.store) == 1

@@ -23,7 +23,7 @@ def request_from_cli(tool: Tool, values: dict[str, Any]) -> Any:
         if cli.parse == "kv":
             values[f.name] = parse_kv(long_flag(f), value or [])
         elif cli.parse == "file":
-            values[f.name] = read_files(long_flag(f), value or [])
+            values[f.name] = read_files(long_flag(f), value or [], regular=True)
         elif cli.parse == "text" and value is not None:
             values[f.name] = read_text(cli.metavar or f.name.upper(), value)
         elif cli.parse == "json" and value is not None:
@@ -67,14 +67,18 @@ def parse_json(what: str, text: str) -> Any:
     return jsontext.parse_arguments(text, what)
 
 
-def read_files(flag: str, paths: list[str]) -> dict[str, str]:
+def read_files(flag: str, paths: list[str], regular: bool = False) -> dict[str, str]:
+    """Each path's text by its path. `regular`: regular files only (a changeset's `--file`: a FIFO
+    would wait for a writer, a device has no end); otherwise a pipe works (`<(cmd)`)."""
     from swarmctl import limits
 
     files: dict[str, str] = {}
     for path in paths:
         try:
-            # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `--file /dev/zero` is refused, not read
-            files[Path(path).as_posix()] = limits.read_file(path, f"{flag} {path}").decode("utf-8")
+            # at most SWARMCTL_MAX_INPUT_BYTES and one byte more (a pipe has no size to check first)
+            files[Path(path).as_posix()] = limits.read_file(path, f"{flag} {path}", regular=regular).decode("utf-8")
+        except limits.NotRegularFile as exc:
+            raise SwarmError("E_INVALID_ARG", f"{flag} {path}: {exc.args[0]}, not a regular file", details={"path": path}) from None
         except UnicodeDecodeError:
             raise SwarmError("E_INVALID_ARG", f"{flag} {path}: not UTF-8 text", details={"path": path}) from None
         except OSError as exc:

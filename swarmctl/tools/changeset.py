@@ -95,7 +95,10 @@ def _check_metadata(metadata: dict[str, str]) -> dict[str, str]:
 
 
 def _check_path(path: str) -> str:
-    parts = path.replace("\\", "/").split("/")
+    """A file's path as the changeset keeps it: relative, '/' between components. A backslash
+    is a character of a name, as on POSIX and in git (it was read as '/', so `x\\y` and `x/y`
+    were one path and one file's content was dropped)."""
+    parts = path.split("/")
     if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\x00" in path:
         raise SwarmError(
             "E_INVALID_ARG",

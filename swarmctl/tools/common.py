@@ -71,7 +71,9 @@ def resolve_changeset(ctx: Context, conn: Conn, given: str) -> str:
     """
     text = given.strip()
     target = queries.ref_target(conn, text) if names.ref_name_problem(text) is None else None
-    if target is not None and names.shadows_changeset_id(text.lower()):
+    # As written: `CAFE` is a name a ref may have (only lowercase hex reads as an id first), so
+    # where a ref of that name exists it is the ref; with no such ref it is an id prefix.
+    if target is not None and names.shadows_changeset_id(text):
         try:
             full = changeset_id(conn, text)
         except SwarmError:  # no such changeset, or an ambiguous prefix: it reads only as the ref
