@@ -208,6 +208,9 @@ def test_json_is_utf8_whatever_the_locale_and_a_table_falls_back_to_ascii(sw, st
         (["frobnicate"], None, "No such command 'frobnicate'"),
         ([], None, "issing command"),
         (["op"], None, "missing command: `swarmctl op` needs one"),
+        # Click raises these without the command's context: op was null and usage missing
+        (["ref", "set", "main", "x", "--expect"], "ref_set", "Option '--expect' requires an argument."),
+        (["changeset", "create", "-m"], "changeset_create", "Option '-m' requires an argument."),
     ],
 )
 def test_bad_usage_is_an_envelope_with_exit_2(sw, store, args, op, message):

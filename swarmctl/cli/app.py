@@ -188,11 +188,25 @@ def run(args: list[str]) -> int:
             return 0
         return _usage_error(exc, quiet=quiet_given(args))
     except UsageError as exc:
+        if exc.ctx is None:  # Click raises "Option '--x' requires an argument." without one
+            exc.ctx = _named_command(command, args)
         return _usage_error(exc, quiet=quiet_given(args))
     except Abort:
         print("Aborted.", file=sys.stderr)
         return 130
     return status if isinstance(status, int) else 0
+
+
+def _named_command(command: Any, args: list[str]) -> Any:
+    """A context of the deepest command that `args` name (for the error's `op` and usage)."""
+    from typer._click.core import Context as ClickContext
+
+    ctx = ClickContext(command, info_name="swarmctl", **command.context_settings)
+    for word in args:
+        found = ctx.command.get_command(ctx, word) if hasattr(ctx.command, "get_command") else None
+        if found is not None:
+            ctx = ClickContext(found, info_name=word, parent=ctx, **found.context_settings)
+    return ctx
 
 
 def _bad_setting(exc: UsageError) -> str | None:
