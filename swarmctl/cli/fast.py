@@ -30,7 +30,7 @@ from swarmctl.cli.convert import request_from_cli
 from swarmctl.cli import invoke as invoking
 from swarmctl.cli.options import GLOBAL_OPTIONS, GlobalOption, Globals
 from swarmctl.cli.prescan import completing, options_given_twice
-from swarmctl.names import too_long_number
+from swarmctl.names import digits, too_long_number
 from swarmctl.spec import Tool, cli_of, is_op_spec, long_flag, unoptional
 
 # Words that are Typer's alone: its help, and the end of options.
@@ -177,7 +177,7 @@ def _kind(f: dataclasses.Field, annotation: Any) -> str | None:
 
 def _value(kind: str, word: str) -> Any:
     """The word as Typer converts it for a field of `kind`, or None where it is not plainly one."""
-    if kind in ("int", "op") and word.isascii() and word.isdigit() and not too_long_number(word):
+    if kind in ("int", "op") and digits(word) and not too_long_number(word):
         return int(word)
     if kind == "op" and word == "@":
         return "@"

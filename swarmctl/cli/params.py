@@ -51,7 +51,7 @@ def parse_op_spec(text: str) -> int | str:
     text = text.strip()
     if text == "@":
         return "@"
-    if not (text.isascii() and text.isdigit()) or names.too_long_number(text):
+    if not names.digits(text) or names.too_long_number(text):
         raise typer.BadParameter(_not_a_number(text, "an op number (a whole number from 1) or @"))
     return int(text)
 
