@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from swarmctl.envelope import SwarmError
 from swarmctl.store import chain
-from swarmctl.store.errors import corrupt
 from swarmctl.store.schema import (
     FORMAT_VERSION,
     OP_REVERTS,
@@ -120,7 +120,12 @@ def upgrade(conn: Conn) -> int | None:
         return None
     mismatch = format_mismatch(conn)
     if mismatch is not None:
-        raise corrupt(f"{mismatch}: it cannot be upgraded", None)
+        raise SwarmError(
+            "E_STORE_CORRUPT",
+            f"{mismatch}: it cannot be upgraded",
+            hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3` (or `psql`); "
+            "`swarmctl store check` names what is wrong.",
+        )
     for version in range(found, FORMAT_VERSION):
         STEPS[version](conn)
     record_format(conn, FORMAT_VERSION)
