@@ -123,8 +123,7 @@ def upgrade(conn: Conn) -> int | None:
         raise SwarmError(
             "E_STORE_CORRUPT",
             f"{mismatch}: it cannot be upgraded",
-            hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3` (or `psql`); "
-            "`swarmctl store check` names what is wrong.",
+            hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3` (or `psql`).",
         )
     for version in range(found, FORMAT_VERSION):
         STEPS[version](conn)
