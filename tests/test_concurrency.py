@@ -196,7 +196,9 @@ def racers():
     """Where the racing processes start: multiprocessing's fork server, which imports the
     racers' modules (and with them swarmctl, its store backends and psycopg) once in each xdist
     worker. Each racer is a fork of it, a process of its own that opens its own store. With
-    "spawn" every racer imported all of them again: 32 racers a run, about a second of CPU each."""
+    "spawn" every racer imported all of them again: 32 racers a run, about a second of CPU each.
+    The fork server keeps the environment of the test that started it (`sw`'s: no SWARMCTL_*
+    variable), not the current one: a racer sets what it needs itself (test_pg_races' host id)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["test_concurrency", "test_pg_races"])
     return context
