@@ -64,7 +64,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_UNAVAILABLE",
             11,
-            "the store's database server cannot be reached, has no connection free or dropped the connection, "
+            "the store's database server cannot be reached (or this installation has no driver for it: `details.driver`), has no connection free or dropped the connection, "
             "the disk that holds the store (or the server's) is full, or this process may open no more files, "
             "or an `mcp --http` server is stopping (`details.stopping: true`); "
             "nothing was written "

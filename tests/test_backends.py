@@ -333,6 +333,27 @@ def test_what_a_server_that_cannot_take_a_connection_now_says_is_e_unavailable()
         assert (typed.code, typed.details["sqlstate"]) == ("E_UNAVAILABLE", no_room.sqlstate) and "a bug" not in typed.message
 
 
+def test_a_postgresql_store_without_its_driver_installed_says_so(tmp_path):
+    """swarmctl installed without its postgres extra (psycopg absent: `sys.modules` holding None
+    for it is how Python reads a module that is not there): a postgresql:// store is E_UNAVAILABLE
+    naming the driver and how to install it, never "a bug in swarmctl"; a local store works."""
+    absent = "import sys; sys.modules['psycopg'] = None; from swarmctl.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMCTL_")}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", absent, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    url = "postgresql://u@/swarm?host=/nowhere"
+    for args in (["--repo", url, "op", "log"], ["--as", ALICE, "init", url]):
+        ran = run(*args)
+        error = json.loads(ran.stdout)["error"]
+        assert (ran.returncode, error["code"], error["details"]) == (11, "E_UNAVAILABLE", {"driver": "psycopg", "installed": False}), ran.stdout
+        assert "postgres]" in error["hint"] and "bug" not in error["message"]
+    local = run("--as", ALICE, "init", str(tmp_path / "store"))
+    assert local.returncode == 0, local.stdout + local.stderr
+
+
 @POSTGRES
 def test_the_server_stopped_mid_run_is_e_unavailable(tmp_path_factory, monkeypatch):
     """A cluster of its own, stopped between two commands: E_UNAVAILABLE, exit 11."""

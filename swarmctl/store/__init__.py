@@ -60,8 +60,18 @@ def without_store_password(environ: Mapping[str, str]) -> dict[str, str]:
 
 def backend_for(where: str | Path) -> type[Store]:
     if is_url(where):
-        from swarmctl.store.postgres import PostgresStore
-
+        try:
+            from swarmctl.store.postgres import PostgresStore
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("psycopg"):
+                raise
+            raise SwarmError(
+                "E_UNAVAILABLE",
+                "this installation of swarmctl has no PostgreSQL driver (psycopg), which a postgresql:// store needs",
+                details={"driver": "psycopg", "installed": False},
+                hint="Install swarmctl with its postgres extra where it is installed: `pip install -e '.[postgres]'` in a "
+                "checkout's venv, `pipx install '.[postgres]'` (or `pipx inject swarmctl 'psycopg[binary]'`).",
+            ) from None
         return PostgresStore
     from swarmctl.store.sqlite import SqliteStore
 
