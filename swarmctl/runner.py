@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -45,10 +46,13 @@ _BYTES_FIELDS = ("files",)
 def _refuse_nul(request: Any) -> None:
     """A NUL character in any text of a request is E_INVALID_ARG, on every kind of store:
     PostgreSQL cannot keep one in text, so no store does (a file's content may hold one)."""
-    fields = plain(request)
-    for name, value in fields.items() if isinstance(fields, dict) else ():
+    names = [f.name for f in dataclasses.fields(request)] if dataclasses.is_dataclass(request) else []
+    for name in names:
+        value = getattr(request, name)
         if name in _BYTES_FIELDS and isinstance(value, dict):
-            value = list(value)  # its paths are text; its contents are bytes
+            value = list(value)  # its paths are text; its contents are bytes (which `plain` refuses)
+        else:
+            value = plain(value)
         if _has_nul(value):
             raise SwarmError(
                 "E_INVALID_ARG",

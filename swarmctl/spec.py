@@ -310,9 +310,20 @@ def plain(value: Any) -> Any:
                 return [plain(v) for v in value]
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                raise NotJson(value)
             return value
         names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
     return {name: plain(getattr(value, name)) for name in names}
+
+
+class NotJson(ValueError):
+    """Bytes where a result holds JSON values: no tool returns bytes, so they were read from the
+    store where text belongs (a BLOB put in a text column of a SQLite file behind swarmctl's
+    back): damage, which the runner reports as E_STORE_CORRUPT (store.translated)."""
+
+    def __init__(self, value: bytes | bytearray | memoryview) -> None:
+        super().__init__(f"bytes where text belongs ({bytes(value[:16])!r}{'...' if len(value) > 16 else ''})")
 
 
 class JsonRows(list):

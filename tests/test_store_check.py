@@ -114,6 +114,52 @@ def test_text_that_is_not_utf8_is_e_store_corrupt_on_reads(sw):
         assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
 
 
+@pytest.mark.parametrize("damage", [
+    "UPDATE ops SET description = X'80ff' WHERE op = 3",
+    "UPDATE ops SET actor = X'80' WHERE op = 3",
+    "UPDATE ref_moves SET old = X'80' WHERE op = 4",
+])
+def test_bytes_where_text_belongs_are_e_store_corrupt_on_reads_and_a_batch_answers_every_call(sw, damage):
+    """A BLOB put into a text column (SQLite keeps what it is given): every read of it is
+    E_STORE_CORRUPT, never a traceback (the JSON encoder met bytes), and a batch still answers
+    each of its calls, those after the damaged read included."""
+    build_golden_store(sw)
+    edit(sw.store, "PRAGMA foreign_keys = OFF", damage)
+    op = 4 if "ref_moves" in damage else 3
+    for args in (("op", "show", str(op)), ("op", "log"), ("-o", "jsonl", "op", "log")):
+        ran = sw.process("--repo", str(sw.store), *args)
+        assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout + ran.stderr
+    table = sw.process("--repo", str(sw.store), "-o", "table", "op", "log")
+    assert (table.exit, table.stdout) == (9, "") and table.stderr.startswith("E_STORE_CORRUPT: "), table.stderr
+    calls = [{"tool": "ref_set", "arguments": {"name": "a1", "target": "main"}}, {"tool": "op_show", "arguments": {"op": op}},
+             {"tool": "ref_set", "arguments": {"name": "a2", "target": "main"}}]
+    batch = sw.process("--repo", str(sw.store), "--as", ALICE, "call", "--lines", input="".join(json.dumps(c) + "\n" for c in calls))
+    answers = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert [a["ok"] for a in answers] == [True, False, True] and answers[1]["error"]["code"] == "E_STORE_CORRUPT", batch.stdout
+    assert batch.exit == 9 and "Traceback" not in batch.stderr
+    assert {r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]} >= {"a1", "a2"}
+
+
+def test_a_ref_name_stored_as_bytes_is_e_store_corrupt_in_ref_list(sw):
+    build_golden_store(sw)
+    edit(sw.store, "PRAGMA foreign_keys = OFF", "UPDATE refs SET name = CAST(name AS BLOB) WHERE name = 'main'")
+    for args in (("ref", "list"), ("-o", "table", "ref", "list")):
+        ran = sw.process("--repo", str(sw.store), *args)
+        assert ran.exit == 9 and "Traceback" not in ran.stderr and "E_STORE_CORRUPT" in ran.stdout + ran.stderr, ran.stderr
+
+
+def test_a_gap_in_the_op_numbers_is_e_store_corrupt_on_reads_by_time(sw):
+    """`--since` and `--until` find their bounds by a binary search over op numbers: a missing
+    op is damage (store check: ops_gapless), not E_INTERNAL."""
+    build_golden_store(sw)
+    edit(sw.store, "PRAGMA foreign_keys = OFF", "DELETE FROM ops WHERE op = 4")
+    ran = sw("--repo", str(sw.store), "op", "log", "--since", "2000-01-01T00:00:00Z")  # every op is later: the search reads op 4
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+    assert [p["code"] for p in ran.error["details"]["problems"]] == ["ops_gapless"]
+    ran = sw("--repo", str(sw.store), "op", "log", "--since", "1d")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+
+
 def test_a_workflow_row_in_an_unknown_state_is_reported(sw):
     build_golden_store(sw)
     (sw.tmp / "flow.toml").write_text('name = "w"\n[[step]]\nname = "gate"\napproval = "someone"\n')

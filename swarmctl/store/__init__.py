@@ -89,7 +89,9 @@ def translated(exc: BaseException, store: Store | None) -> SwarmError | None:
 
     if store is not None and (typed := store.translated(exc)) is not None:
         return typed
-    if store is not None and isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+    from swarmctl.spec import NotJson
+
+    if store is not None and isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError, NotJson)):
         from swarmctl.store.errors import corrupt
 
         return corrupt(f"the store holds a value it cannot read: {exc}", store.path)

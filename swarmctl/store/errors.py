@@ -55,6 +55,8 @@ def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
         return corrupt(f"the store's database fails its checks: {text}", path)
     if text.startswith("Could not decode to UTF-8"):  # sqlite3's own, with no SQLite code
         return corrupt(f"the store holds text that is not valid UTF-8: {text}", path)
+    if code == _SQLITE_ERROR and "JSON cannot hold BLOB values" in text:  # a record's text read as JSON (op log)
+        return corrupt(f"the store holds bytes (a BLOB) where text belongs: {text}", path)
     if code == _SQLITE_ERROR and ("no such table" in text or "no such column" in text):
         return corrupt(f"the store's database lacks part of its schema: {text}", path)
     if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):

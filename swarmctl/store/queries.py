@@ -8,7 +8,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 from swarmctl.names import digits
 from swarmctl.store import reverts
-from swarmctl.store.errors import Ambiguous, NotFound
+from swarmctl.store.errors import Ambiguous, NotFound, Problem, damaged
 from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, OpBrief, RefRow
 from swarmctl.store.sql import Conn, starts_with, stored_format
 
@@ -110,7 +110,10 @@ def time_runs(conn: Conn) -> list[TimeRun]:
 
 
 def _at(conn: Conn, op: int) -> str:
-    return conn.execute("SELECT at FROM ops WHERE op = ?", (op,)).fetchone()[0]
+    row = conn.execute("SELECT at FROM ops WHERE op = ?", (op,)).fetchone()
+    if row is None:  # numbers run 1..N in a sound store: a missing one is damage (store check: ops_gapless)
+        raise damaged([Problem("ops_gapless", f"op {op} is missing: the op numbers have gaps", op=op)])
+    return row[0]
 
 
 def _first_at_or_after(conn: Conn, first: int, last: int, since: str) -> int | None:

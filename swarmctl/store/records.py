@@ -30,6 +30,8 @@ def op_record_dicts(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
     a page of 10,000 ops (`op log -n 10000`) costs half what it costs through OpRow."""
     with _no_gc():
         heads, moves, made, undone_by = _record_parts(conn, ops, as_json=True)
+        if dialect(conn) == SQLITE:  # a column of a SQLite file may hold a BLOB, put there behind our back
+            _refuse_bytes(heads, [m for op_moves in moves.values() for move in op_moves for m in move.values()])
         return [
             {
                 "op": op, "kind": kind, "actor": actor, "at": at, "description": description, "ref_moves": moves[op],
@@ -37,6 +39,15 @@ def op_record_dicts(conn: Conn, ops: list[int]) -> list[dict[str, Any]]:
             }
             for op, kind, actor, at, description, undoes, digest in heads
         ]
+
+
+def _refuse_bytes(heads: list[tuple], values: list[Any]) -> None:
+    """Records in their JSON form go out as they are (spec.JsonRows, which `plain` does not walk):
+    bytes in them, where the store should hold text, are damage, named here."""
+    if any(type(v) is bytes for row in heads for v in row) or any(type(v) is bytes for v in values):
+        from swarmctl.store.errors import corrupt
+
+        raise corrupt("the store holds bytes (a BLOB) where an op record's text belongs", None)
 
 
 def op_record_texts(conn: Conn, ops: list[int]) -> list[str] | None:
