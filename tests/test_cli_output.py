@@ -149,6 +149,42 @@ def test_a_closed_pipe_ends_quietly(sw, store):
 
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write fails with ENOSPC")
+def test_stdout_that_cannot_be_written_is_said_in_one_stderr_line_with_exit_1(sw, store):
+    """stdout on a full disk (`> /dev/full`): one line on stderr naming the failure, exit 1, as
+    coreutils do; never a traceback. A write's change is committed all the same (the line says
+    so); `--version` and `--help`, which change nothing, say only the failure."""
+    def run(*args: str) -> subprocess.CompletedProcess:
+        with open("/dev/full", "w") as full:
+            return subprocess.run([*swarmctl_argv(), "--repo", store, *args], stdout=full, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True, env=sw.env, timeout=60)
+
+    said = "swarmctl: cannot write to stdout: No space left on device"
+    for args in (["op", "show", "1"], ["op", "log"], ["-o", "table", "op", "log"], ["-o", "jsonl", "op", "log"],
+                 ["call", "op_log"], ["schema", "UndoReq"], ["--as", AGENT, "ref", "set", "full", "main", "--create"]):
+        ran = run(*args)
+        assert (ran.returncode, ran.stderr) == (1, said + "; the command ran, and any change it made is in the store\n"), (args, ran.stderr)
+    assert sw.ok("--repo", store, "ref", "show", "full")["name"] == "full"  # it ran
+    for args in (["--version"], ["--help"], ["op", "log", "--help"]):
+        ran = run(*args)
+        assert (ran.returncode, ran.stderr) == (1, said + "\n"), (args, ran.stderr)
+    with open("/dev/full", "w") as full:
+        batch = subprocess.run([*swarmctl_argv(), "--repo", store, "--as", AGENT, "call", "--lines"], stdout=full,
+                               stderr=subprocess.PIPE, input='{"tool": "op_log"}\n', text=True, env=sw.env, timeout=60)
+    assert batch.returncode == 1 and batch.stderr.startswith(said) and "Traceback" not in batch.stderr
+
+
+def test_version_into_a_closed_pipe_ends_quietly(sw, store):
+    proc = subprocess.run(["bash", "-c", f"{' '.join(swarmctl_argv())} --version | true"], capture_output=True, text=True,
+                          env=sw.env, timeout=60)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    reader, writer = os.pipe()
+    os.close(reader)  # closed before swarmctl writes: its print() meets EPIPE
+    ran = subprocess.run([*swarmctl_argv(), "--version"], stdout=writer, stderr=subprocess.PIPE, text=True, env=sw.env, timeout=60)
+    os.close(writer)
+    assert "Traceback" not in ran.stderr and ran.stderr == "", ran.stderr
+
+
 def test_closed_standard_streams(sw, store):
     """Started with stdout, stdin or stderr closed (`>&-`, `<&-`, `2>&-`), a command runs as it
     would have and exits with its status: what it prints goes nowhere, and no traceback."""

@@ -15,6 +15,7 @@ fast.py (the hot commands parsed without Typer), doors.py
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from typing import Any, NoReturn
 from swarmctl.cli import fast
 from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
-from swarmctl.cli.output import emit, is_utf8
+from swarmctl.cli.output import OutputFailed, emit, is_utf8
 from swarmctl.cli.prescan import command_in
 from swarmctl.envelope import Meta, SwarmError, Terminated, failure
 from swarmctl.envelope import exit_code as exit_status_of
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.stderr.flush()
     except BrokenPipeError:
         pass
+    except OSError as exc:  # what print() left buffered (--help, --version) met a full disk
+        os.write(2, f"{OutputFailed(exc).line(ran=False)}\n".encode("utf-8", "backslashreplace"))
+        status = status or OUTPUT_FAILED
     os._exit(status)
 
 
@@ -64,15 +68,31 @@ def run(args: list[str]) -> int:
     """Run the CLI on `args`; return the exit status."""
     if (bad := _not_utf8(args)) is not None:
         return bad
-    if fast.version_asked(args, os.environ):
-        return fast.print_version()
-    if (parsed := fast.parse(args, os.environ)) is not None:
-        return fast.run(parsed)
-    # Typer (and Click) only for what the fast parse leaves to it: their import is most of a
-    # short command's start (bench/core.py).
-    from swarmctl.cli import app
+    try:
+        if fast.version_asked(args, os.environ):
+            return fast.print_version()
+        if (parsed := fast.parse(args, os.environ)) is not None:
+            return fast.run(parsed)
+        # Typer (and Click) only for what the fast parse leaves to it: their import is most of a
+        # short command's start (bench/core.py).
+        from swarmctl.cli import app
 
-    return app.run(args)
+        return app.run(args)
+    except OutputFailed as exc:
+        print(exc.line(), file=sys.stderr)
+        return OUTPUT_FAILED
+    except OSError as exc:  # print() of --help, --version, a schema: a closed pipe ends quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is buffered goes nowhere
+        except (OSError, ValueError):
+            pass
+        if exc.errno != errno.EPIPE:
+            print(OutputFailed(exc).line(ran=False), file=sys.stderr)
+        return OUTPUT_FAILED
+
+
+# stdout could not be written (a full disk): as coreutils and Click exit on a write error.
+OUTPUT_FAILED = 1
 
 
 def _shown(value: str) -> str:

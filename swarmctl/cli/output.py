@@ -149,6 +149,25 @@ def write(text: str, human: bool = False) -> bool:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, out.fileno())
         return False
+    except OSError as exc:  # a full disk (`> /dev/full`), an I/O error: said on stderr by cli.run
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # nor again at exit
+        except (OSError, ValueError):
+            pass
+        raise OutputFailed(exc) from exc
+
+
+class OutputFailed(Exception):
+    """stdout could not be written (not a closed pipe, which ends quietly): the command has
+    run, and what it wrote to the store is committed, but its envelope is lost."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(cause.strerror or str(cause))
+        self.cause = cause
+
+    def line(self, ran: bool = True) -> str:
+        done = "; the command ran, and any change it made is in the store" if ran else ""
+        return f"swarmctl: cannot write to stdout: {self}{done}"
 
 
 _LONE_SURROGATE = "[\ud800-\udfff]"  # compiled by `re` when first used: rarely
