@@ -74,10 +74,10 @@ class OpLogReq:
     actor: str | None = arg(None, description="Only ops by this actor (kind/name).", cli=Cli(complete="actors"))
     kind: OpKind | None = arg(None, description="Only ops of this kind.")
     since: str | None = arg(
-        None, description="Only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+        None, description="Only ops at or after this time: RFC 3339 (without an offset, and a plain date, it is UTC, as the JSON shows times; tables show local time), or a duration before now (90s, 15m, 2h, 7d)."
     )
     until: str | None = arg(
-        None, description="Only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+        None, description="Only ops at or before this time: RFC 3339 (without an offset, and a plain date, it is UTC, as the JSON shows times; tables show local time), or a duration before now (90s, 15m, 2h, 7d)."
     )
 
 

@@ -48,10 +48,10 @@ class OpRevertReq:
         None, description="Select only ops before this op number (exclusive).", cli=Cli(metavar="OP", complete="ops")
     )
     since: str | None = arg(
-        None, description="Select only ops at or after this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+        None, description="Select only ops at or after this time: RFC 3339 (without an offset, and a plain date, it is UTC, as the JSON shows times; tables show local time), or a duration before now (90s, 15m, 2h, 7d)."
     )
     until: str | None = arg(
-        None, description="Select only ops at or before this time: RFC 3339, or a duration before now (90s, 15m, 2h, 7d)."
+        None, description="Select only ops at or before this time: RFC 3339 (without an offset, and a plain date, it is UTC, as the JSON shows times; tables show local time), or a duration before now (90s, 15m, 2h, 7d)."
     )
     dry_run: bool = arg(False, description="List what would be taken back and any conflicts; write nothing.")
 
