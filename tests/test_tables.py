@@ -71,6 +71,20 @@ def test_long_text_is_cut_with_an_ellipsis_and_the_json_keeps_it(sw, store):
     assert "Fix flaky deploy check" in full
 
 
+@pytest.mark.parametrize("rows", [1, 301])  # Rich's table, and the plain one above PLAIN_ROWS
+def test_that_an_op_was_undone_stays_in_sight_where_its_description_is_cut(sw, rows):
+    """The mark was put after the description, which is what a table cuts: at 120 columns and
+    at 150, no undone op of a long message showed it. It comes first now."""
+    sw.ok("--as", AGENT, "init", str(sw.store))
+    calls = "".join('{"tool": "changeset_create", "arguments": {"message": "%s %d", "ref": "main"}}\n' % ("long " * 30, i) for i in range(rows))
+    assert sw.process("--repo", str(sw.store), "--as", AGENT, "call", "--lines", input=calls).exit == 0
+    sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", str(rows + 1))
+    for width in (120, 150):
+        ran = sw("--repo", str(sw.store), "-o", "table", "op", "log", "-n", str(rows + 2), env={"COLUMNS": str(width), "TZ": "UTC"})
+        row = next(line for line in ran.stdout.splitlines() if re.match(rf"^[│ ]*{rows + 1} ", line))
+        assert f"(undone by {rows + 2})" in row and "…" in row, ran.stdout[-3000:]
+
+
 @pytest.mark.parametrize("width", [40, 60, 80])
 @pytest.mark.parametrize(
     "args",

@@ -195,6 +195,11 @@ def _moves(moves: list[dict[str, Any]]) -> str:
     return "\n".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in moves)
 
 
+def _undone_mark(op: dict[str, Any]) -> str:
+    """Before the description, which a narrow table cuts at its end: that the op is taken back."""
+    return f"(undone by {op['undone_by']}) " if op.get("undone_by") else ""
+
+
 def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> None:
     rows = [
         {
@@ -202,7 +207,7 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
             "when": when(op["at"]),
             "actor": op["actor"],
             "kind": op["kind"],
-            "description": op["description"] + (f" (undone by {op['undone_by']})" if op.get("undone_by") else ""),
+            "description": _undone_mark(op) + op["description"],
             "ref moves": _moves(op["ref_moves"]),
         }
         for op in ops
@@ -235,9 +240,8 @@ def _plain_ops(result: dict[str, Any]) -> str:
 
     rows = [("op", "when", "actor", "kind", "description", "ref moves")]
     for op in result["ops"]:
-        mark = f" (undone by {op['undone_by']})" if op.get("undone_by") else ""
         moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
-        rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], op["description"] + mark, moves))
+        rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], _undone_mark(op) + op["description"], moves))
     rows = [tuple(inert(cell, keep="") for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     widths[4] = min(widths[4], 60)
