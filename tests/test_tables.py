@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -69,6 +70,29 @@ def test_long_text_is_cut_with_an_ellipsis_and_the_json_keeps_it(sw, store):
     assert "…" not in wide and "Fix flaky deploy check" in wide and "(undone by 7)" in wide
     full = sw("--repo", store, "op", "log").stdout
     assert "Fix flaky deploy check" in full
+
+
+def cells(line: str) -> int:
+    """Terminal cells of a line, measured apart from swarmctl: East Asian wide and fullwidth two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+@pytest.mark.parametrize("rows", [1, 301])  # Rich's table, and the plain one above PLAIN_ROWS
+@pytest.mark.parametrize("width", [40, 80, 120, 250])
+def test_a_table_of_wide_characters_fits_the_terminal_by_cells_and_cuts_only_what_must_be_cut(sw, rows, width):
+    """Widths were counted in characters: CJK text (two cells each) was cut with room to spare,
+    and the plain table (above 300 rows) ignored COLUMNS. Both now measure cells and fit."""
+    message = "中文字符测试和日本語テキストが混在する説明文"
+    sw.ok("--as", AGENT, "init", str(sw.store))
+    calls = "".join('{"tool": "changeset_create", "arguments": {"message": "%s %d", "ref": "分支/功能"}}\n' % (message, i) for i in range(rows))
+    assert sw.process("--repo", str(sw.store), "--as", AGENT, "call", "--lines", input=calls).exit == 0
+    ran = sw("--repo", str(sw.store), "-o", "table", "op", "log", "-n", str(rows + 1), env={"COLUMNS": str(width), "TZ": "UTC"})
+    lines = ran.stdout.splitlines()
+    assert ran.exit == 0 and max(cells(line) for line in lines) <= width, "\n" + ran.stdout[:3000]
+    if width == 250:  # room for all of it: nothing cut (but the plain table's descriptions, at 60 cells)
+        row = next(line for line in lines if re.match(rf"^[│ ]*{rows + 1} ", line))
+        assert re.search(r"分支/功能: (-|[0-9a-f]{12}) → [0-9a-f]{12}", row), row
+        assert (f"{message} {rows - 1}" in row and "…" not in row) if rows == 1 else row.count("…") == 1, row
 
 
 @pytest.mark.parametrize("rows", [1, 301])  # Rich's table, and the plain one above PLAIN_ROWS

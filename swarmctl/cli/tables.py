@@ -12,6 +12,7 @@ at its top; splitting them apart would scatter those helpers' one set of rules.
 from __future__ import annotations
 
 import io
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -113,8 +114,33 @@ def when(at: str | None, *, now: datetime | None = None, relative: bool | None =
 
 
 def _cut(text: str, width: int) -> str:
-    """Each line of `text` at most `width` characters, cut with `…`."""
-    return "\n".join(line if len(line) <= width else line[: max(0, width - 1)] + "…" for line in text.split("\n"))
+    """Each line of `text` at most `width` cells of the terminal (a CJK character or an emoji
+    takes two), cut with `…`."""
+    return "\n".join(line if _cells(line) <= width else _first_cells(line, max(0, width - 1)) + "…" for line in text.split("\n"))
+
+
+def _cells(text: str) -> int:
+    """How many cells of the terminal `text` takes (a CJK character two). Text of characters
+    that take one cell each (ASCII, Latin, the → of a ref move) is answered without Rich's
+    measure, which made a plain table of 10,000 ops three times slower (bench/perf.py pages)."""
+    if text.isascii() or _ONE_CELL_EACH.fullmatch(text):
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+# Printable ASCII, Latin-1 and Latin Extended (no combining marks: those start at U+0300),
+# dashes, quotes and … (not the zero-width and bidi characters after them), arrows.
+_ONE_CELL_EACH = re.compile("[\x20-\x7e\xa0-\u02ff\u2010-\u2027\u2190-\u21ff]*")
+
+
+def _first_cells(text: str, width: int) -> str:
+    if text.isascii() or _ONE_CELL_EACH.fullmatch(text):
+        return text[:width]
+    from rich.cells import set_cell_size
+
+    return set_cell_size(text, width)
 
 
 class Fit:
@@ -129,12 +155,14 @@ class Fit:
     MIN_CUT = 8
 
     def __init__(
-        self, width: int, columns: list[tuple[str, int, str]], drop: list[str], least: dict[str, int] | None = None
+        self, width: int, columns: list[tuple[str, int, str]], drop: list[str], least: dict[str, int] | None = None,
+        borders: bool = True,
     ) -> None:
         self.width = width
         self.columns = columns
         self.drop = drop
         self.least = least or {}
+        self.borders = borders  # False: never bordered (plain text, two spaces between columns)
         self.bordered, self.widths = self._choose()
 
     @staticmethod
@@ -144,7 +172,7 @@ class Fit:
     def _choose(self) -> tuple[bool, dict[str, int]]:
         for dropped in range(len(self.drop) + 1):
             shown = [c for c in self.columns if c[0] not in self.drop[:dropped]]
-            for bordered in (True, False):
+            for bordered in (True, False) if self.borders else (False,):
                 widths = self._widths(shown, bordered)
                 if widths is not None:
                     return bordered, widths
@@ -213,7 +241,7 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
         for op in ops
     ]
     how = {"op": "keep", "when": "whole", "actor": "keep", "kind": "keep", "description": "cut", "ref moves": "cut"}
-    natural = {c: max([len(c), *(len(line) for r in rows for line in r[c].split("\n"))]) for c in how}
+    natural = {c: max([len(c), *(_cells(line) for r in rows for line in r[c].split("\n"))]) for c in how}
     # At a narrow terminal the ref moves go first, then the time; op, actor and kind stay whole.
     fit = Fit(
         console.width, [(c, natural[c], how[c]) for c in how], drop=["ref moves", "when", "description"],
@@ -233,24 +261,37 @@ PLAIN_ROWS = 300
 
 
 def _plain_ops(result: dict[str, Any]) -> str:
-    """The op log as fixed-width columns, one line an op: op, when (as the Rich table shows it),
-    actor and kind padded to their widest, the description to at most 60 characters, then the
-    ref moves. Control and format characters are escaped (inert), line breaks too."""
+    """The op log as columns of plain text, one line an op, fitted to the terminal as the Rich
+    table is (the same `Fit`, borderless): op, when (as the Rich table shows it), actor and kind
+    padded to their widest, the description to at most 60 cells, then the ref moves, cut to what
+    is left. Control and format characters are escaped (inert), line breaks too."""
     from swarmctl.cli.inert import inert
 
-    rows = [("op", "when", "actor", "kind", "description", "ref moves")]
+    names = ("op", "when", "actor", "kind", "description", "ref moves")
+    rows = []
     for op in result["ops"]:
         moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
         rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], _undone_mark(op) + op["description"], moves))
-    rows = [tuple(inert(cell, keep="") for cell in row) for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    widths[4] = min(widths[4], 60)
-    rows = [(*row[:4], _cut(row[4], widths[4]), row[5]) for row in rows]  # padded, and cut: moves stay in line
-    lines = []
-    for row in rows:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
-        lines.append(line.rstrip())
-    lines.insert(1, "  ".join("-" * width for width in widths) + "  " + "-" * len(rows[0][5]))
+    rows = [[(text, _cells(text)) for text in (inert(cell, keep="") for cell in row)] for row in rows]  # measured once
+    natural = [max([len(name), *(row[i][1] for row in rows)]) for i, name in enumerate(names)]
+    natural[4] = min(natural[4], 60)
+    how = ("keep", "whole", "keep", "keep", "cut", "cut")
+    fit = Fit(_width(), list(zip(names, natural, how)), drop=["ref moves", "when", "description"],
+              least={"ref moves": 24}, borders=False)
+    shown = [(names.index(name), width) for name, width in fit.widths.items()]
+
+    def line(cells: list[tuple[str, int]]) -> str:
+        out = []
+        for i, width in shown:
+            text, n = cells[i]
+            if n > width:
+                text = _cut(text, width)
+                n = _cells(text)
+            out.append(text + " " * (width - n))
+        return "  ".join(out).rstrip()
+
+    lines = [line([(name, len(name)) for name in names]), "  ".join("-" * width for _, width in shown)]
+    lines += [line(row) for row in rows]
     if result.get("has_more"):
         cursor = result.get("next_before")
         lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
