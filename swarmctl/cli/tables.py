@@ -39,8 +39,8 @@ def render(
 
     time.tzset()  # TZ as it is now, also when it changed in this process
     _Options.terminal = terminal
-    if envelope["ok"] and result_type in PLAIN_WHEN_LONG and len(envelope["result"]["ops"]) > PLAIN_ROWS:
-        return _plain_ops(envelope["result"])
+    if envelope["ok"] and (plain := PLAIN_WHEN_LONG.get(result_type or "")) and len(envelope["result"][plain[0]]) > PLAIN_ROWS:
+        return plain[1](envelope["result"])
     from rich.console import Console
 
     out = _Text(encoding)
@@ -255,29 +255,47 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
     console.print(table)
 
 
-# Above this many ops, a table is printed plain (fixed-width columns, one line an op) rather than
-# by Rich, which takes seconds and a hundred MiB for 10,000 rows (measured in bench/perf.py).
+# Above this many rows (ops, refs), a table is printed plain (columns of text, one line a row)
+# rather than by Rich, which takes seconds and a hundred MiB for 10,000 rows (bench/perf.py).
 PLAIN_ROWS = 300
 
 
 def _plain_ops(result: dict[str, Any]) -> str:
-    """The op log as columns of plain text, one line an op, fitted to the terminal as the Rich
-    table is (the same `Fit`, borderless): op, when (as the Rich table shows it), actor and kind
-    padded to their widest, the description to at most 60 cells, then the ref moves, cut to what
-    is left. Control and format characters are escaped (inert), line breaks too."""
-    from swarmctl.cli.inert import inert
-
-    names = ("op", "when", "actor", "kind", "description", "ref moves")
+    """The op log as plain columns (`_plain`): op, when (as the Rich table shows it), actor and
+    kind padded to their widest, the description to at most 60 cells, then the ref moves."""
     rows = []
     for op in result["ops"]:
         moves = ", ".join(f"{m['name']}: {_short(m.get('old'))} → {_short(m.get('new'))}" for m in op["ref_moves"])
         rows.append((str(op["op"]), when(op["at"]), op["actor"], op["kind"], _undone_mark(op) + op["description"], moves))
-    rows = [[(text, _cells(text)) for text in (inert(cell, keep="") for cell in row)] for row in rows]  # measured once
-    natural = [max([len(name), *(row[i][1] for row in rows)]) for i, name in enumerate(names)]
-    natural[4] = min(natural[4], 60)
-    how = ("keep", "whole", "keep", "keep", "cut", "cut")
-    fit = Fit(_width(), list(zip(names, natural, how)), drop=["ref moves", "when", "description"],
-              least={"ref moves": 24}, borders=False)
+    columns = [("op", "keep"), ("when", "whole"), ("actor", "keep"), ("kind", "keep"), ("description", "cut"), ("ref moves", "cut")]
+    lines = _plain(columns, rows, drop=["ref moves", "when", "description"], least={"ref moves": 24}, most={"description": 60})
+    if result.get("has_more"):
+        cursor = result.get("next_before")
+        lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
+    return "\n".join(lines) + "\n"
+
+
+def _plain_refs(result: dict[str, Any]) -> str:
+    """The refs as plain columns (`_plain`), as the Rich table shows them: a long name is cut."""
+    rows = [(ref["name"], _short(ref["target"]), str(ref["op"])) for ref in result["refs"]]
+    columns = [("ref", "cut"), ("changeset", "keep"), ("last moved by op", "keep")]
+    return "\n".join(_plain(columns, rows, drop=[])) + "\n"
+
+
+def _plain(columns: list[tuple[str, str]], rows: list[tuple[str, ...]], *, drop: list[str],
+           least: dict[str, int] | None = None, most: dict[str, int] | None = None) -> list[str]:
+    """Rows as columns of plain text, one line a row, fitted to the terminal as a Rich table is
+    (the same `Fit`, borderless; `columns` are (name, how), as Fit takes them; `most` caps a
+    column's natural width), each cell measured once, in cells. Control and format characters
+    are escaped (inert), line breaks too. Rich takes seconds and a hundred MiB for 10,000 rows."""
+    from swarmctl.cli.inert import inert
+
+    names = [name for name, _ in columns]
+    measured = [[(text, _cells(text)) for text in (inert(cell, keep="") for cell in row)] for row in rows]
+    natural = [max([len(name), *(row[i][1] for row in measured)]) for i, name in enumerate(names)]
+    natural = [min(width, (most or {}).get(name, width)) for name, width in zip(names, natural)]
+    fit = Fit(_width(), [(name, width, how) for (name, how), width in zip(columns, natural)], drop=drop, least=least,
+              borders=False)
     shown = [(names.index(name), width) for name, width in fit.widths.items()]
 
     def line(cells: list[tuple[str, int]]) -> str:
@@ -290,12 +308,8 @@ def _plain_ops(result: dict[str, Any]) -> str:
             out.append(text + " " * (width - n))
         return "  ".join(out).rstrip()
 
-    lines = [line([(name, len(name)) for name in names]), "  ".join("-" * width for _, width in shown)]
-    lines += [line(row) for row in rows]
-    if result.get("has_more"):
-        cursor = result.get("next_before")
-        lines.append(f"more: --before {cursor}" if cursor else f"more: --after {result.get('next_after')}")
-    return "\n".join(lines) + "\n"
+    header = line([(name, len(name)) for name in names])
+    return [header, "  ".join("-" * width for _, width in shown), *(line(row) for row in measured)]
 
 
 def _op_log(console, result: dict[str, Any]) -> None:
@@ -631,5 +645,5 @@ RENDERERS = {
     "WorkflowRollbackResult": _blast_radius,
     "WorkflowDefinitionResult": _workflow_definition,
 }
-# The results whose `ops` are printed plain above PLAIN_ROWS of them.
-PLAIN_WHEN_LONG = ("OpLogResult", "DemoResult")
+# The results printed plain above PLAIN_ROWS rows: the list that holds the rows, the renderer.
+PLAIN_WHEN_LONG = {"OpLogResult": ("ops", _plain_ops), "DemoResult": ("ops", _plain_ops), "RefListResult": ("refs", _plain_refs)}
