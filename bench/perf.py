@@ -202,7 +202,7 @@ def batch(work: Path, calls: int, processes: int) -> dict:
         for i in range(processes)
     ]
     python = [timed([sys.executable, "-c", "pass"], work) for _ in range(processes)]
-    beside = writes_beside_a_batch(work, store, targets, calls * 2)
+    beside = writes_beside_a_batch(work, store, targets, max(calls * 2, BESIDE_CALLS))
     return {
         "calls": calls,
         "batch_per_s": round(per_second(calls, seconds), 1),
@@ -217,6 +217,11 @@ def batch(work: Path, calls: int, processes: int) -> dict:
         "beside_max_ms": round(max(beside) * 1000, 1),
         "beside_writes": len(beside),
     }
+
+
+# The fewest writes of the batch beside which CLI writes are timed: a batch of a few hundred
+# ends before the first of them starts (`--calls 50` did).
+BESIDE_CALLS = 4000
 
 
 def writes_beside_a_batch(work: Path, store: Path, targets: list[str], calls: int) -> list[float]:
