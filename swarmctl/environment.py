@@ -48,6 +48,11 @@ VARIABLES: tuple[Variable, ...] = (
         "Seconds another host takes a running workflow's owner for alive after it last renewed its "
         "lease (renewed every third of it): 0.1 to 86400, default 30.",
     ),
+    Variable(
+        "SWARMCTL_HTTP_READ_TIMEOUT",
+        "Seconds `swarmctl mcp --http` gives a request to arrive whole (its head and body), from the "
+        "connection or the response before it; then the connection is closed: 0.1 to 3600, default 10.",
+    ),
     Variable("NO_COLOR", "When set and not empty, nothing is coloured (as --color never)."),
     Variable("TERM", "When dumb, nothing is coloured (as --color never)."),
     Variable("PATH", "Where the program of a workflow step (and of its rollback) is looked up."),

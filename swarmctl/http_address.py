@@ -24,6 +24,7 @@ class Options:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     allow_run: bool = False
+    read_timeout_s: float = 10.0  # SWARMCTL_HTTP_READ_TIMEOUT: a request must arrive whole within it (http_timely.py)
 
 
 # --- the address and what may be said to it -------------------------------------------------

@@ -437,8 +437,11 @@ def serve(options: Options, sock: Any) -> int:
             AppStatus.should_exit = True  # now every stream ends: the GETs', and any call's past DRAIN_S
             await super().shutdown(sockets)
 
+    from swarmctl.http_timely import timely_h11
+
     config = uvicorn.Config(
-        build_app(options, door), log_level="warning", access_log=False, timeout_graceful_shutdown=5, server_header=False
+        build_app(options, door), http=timely_h11(options.read_timeout_s), log_level="warning", access_log=False,
+        timeout_graceful_shutdown=5, server_header=False,
     )
     try:
         Server(config).run(sockets=[sock])

@@ -223,6 +223,39 @@ def test_a_refusal_at_start_up_comes_before_the_server_stack_is_imported(sw):
         taken.close()
 
 
+def test_a_request_that_does_not_arrive_whole_in_time_is_dropped_and_others_are_served(sw):
+    """A client that opened connections and sent nothing, or a request's head or body a piece
+    at a time (slowloris), held each connection for ever: enough of them and the server had no
+    descriptor left. Each request must now arrive whole within SWARMCTL_HTTP_READ_TIMEOUT of the
+    connection (or the response before it); answering may take longer. (Each socket waits for
+    the server to close it, up to 60 s: a wait on the event, with a bound, not a timing.)"""
+    _init(sw)
+    (sw.tmp / "slow.toml").write_text('name = "slow"\n[[step]]\nname = "s"\nrun = ["sleep", "2"]\n')
+    sw.env["SWARMCTL_HTTP_READ_TIMEOUT"] = "1"
+    with _serve(sw, "--auth", "trust", "--as", ALICE, "--allow-run") as server:
+        authority = server.url.split("/")[2]
+        host, port = authority.rsplit(":", 1)
+        head = f"POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
+        late = {
+            "nothing": b"",
+            "half a head": head.encode(),
+            "half a body": (head + "Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{").encode(),
+        }
+        sockets = {}
+        for what, sent in late.items():
+            sockets[what] = socket.create_connection((host, int(port)), timeout=60)
+            sockets[what].sendall(sent)
+        session = _session(server.url, "")
+        slow = _post(server.url, _call("workflow_run", {"file": str(sw.tmp / "slow.toml")}), **session)  # 2 s to answer
+        for what, sock in sockets.items():
+            with sock:
+                assert sock.recv(1000) == b"", what  # closed by the server, having answered nothing
+    event = json.loads(next(line[5:] for line in slow.text.splitlines() if line.startswith("data:")))
+    assert event["result"]["structuredContent"]["result"]["workflow"]["state"] == "completed", event
+    bad = sw.process("--repo", str(sw.store), "mcp", "--http", "127.0.0.1:0", env={"SWARMCTL_HTTP_READ_TIMEOUT": "0"})
+    assert (bad.exit, bad.error["code"]) == (2, "E_INVALID_ARG") and "SWARMCTL_HTTP_READ_TIMEOUT" in bad.error["message"]
+
+
 def test_http_options_go_with_http_only(sw):
     _init(sw)
     ran = sw.process("--repo", str(sw.store), "mcp", "--allow-run")

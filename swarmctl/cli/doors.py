@@ -149,9 +149,11 @@ def _serve_http(cli_ctx: typer.Context, address: str | None, flags: dict[str, An
     globals_ = cli_ctx.obj
     try:
         host, port = http_address.parse_address(address)
+        from swarmctl.http_timely import read_timeout_s
+
         options = http_address.Options(
             host, port, globals_.repo, globals_.actor, flags["--auth"] or "token",
-            flags["--allowed-host"] or [], flags["--allowed-origin"] or [], flags["--allow-run"],
+            flags["--allowed-host"] or [], flags["--allowed-origin"] or [], flags["--allow-run"], read_timeout_s(),
         )
         # What cannot be served is refused, and the socket bound, before the server's stack
         # (the MCP SDK, uvicorn: a second to import) is.
