@@ -74,7 +74,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_INTERRUPTED",
             130,
-            "stopped by Ctrl-C or SIGTERM; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted",
+            "stopped by Ctrl-C or SIGTERM; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted; a signal that came once the change was committed names the ops it wrote (`details.committed`)",
         ),
         ErrorCode("E_INTERNAL", 70, "a bug; the message says so and carries a correlation id"),
     ]
@@ -165,6 +165,19 @@ def interrupted(exc: KeyboardInterrupt) -> SwarmError:
         hint="A store change in progress was rolled back, not written; a workflow step in flight is "
         "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
     )
+
+
+def interrupted_after_commit(exc: KeyboardInterrupt, ops: list[int]) -> SwarmError:
+    """E_INTERRUPTED for a signal that came once the command's change was committed (as `ops`):
+    the change is written, and the command must not be run again for it."""
+    error = interrupted(exc)
+    written = f"op {ops[0]}" if len(ops) == 1 else f"ops {ops[0]} to {ops[-1]}"
+    error.message = error.message.replace("before the command finished", f"after its change was written ({written})")
+    error.details = {**error.details, "committed": ops}
+    error.hint = (f"The change is in the store as {written}: running the command again would make it again. "
+                  + (f"`swarmctl op show {ops[0]}` shows it; `swarmctl op undo {ops[0]}` takes it back." if len(ops) == 1
+                     else "`swarmctl op log` shows them; a workflow's steps are in `swarmctl workflow status`."))
+    return error
 
 
 class Meta:

@@ -216,16 +216,17 @@ def file_digests(store: Path) -> dict[str, str]:
 
 
 @contextmanager
-def paused_at_commit(sw: Swarm, *args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+def paused_at_commit(sw: Swarm, *args: str, env: dict[str, str] | None = None, when: str = "before") -> Iterator[subprocess.Popen]:
     """`swarmctl ARGS` as a real process, once it has stopped just before its COMMIT
     (SWARMCTL_FAULT=pause-before-commit, see CONTRIBUTING.md): everything of its change written,
     nothing committed, the write lock held. The block kills it, or runs others against the lock;
-    leaving the block kills it if it still runs, and reaps it."""
+    leaving the block kills it if it still runs, and reaps it. `when="after"`: stopped just
+    after the COMMIT instead (pause-after-commit), its change written, its envelope not."""
     flag = sw.tmp / f"paused-{time.monotonic_ns()}"
     proc = subprocess.Popen(
         [*swarmctl_argv(), *args],
         cwd=sw.tmp,
-        env={**sw.env, **(env or {}), "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+        env={**sw.env, **(env or {}), "SWARMCTL_FAULT": f"pause-{when}-commit:{flag}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

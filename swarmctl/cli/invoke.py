@@ -17,7 +17,7 @@ from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
 from swarmctl.cli.output import emit, prints_json_text, wants_color
 from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted
+from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted, interrupted_after_commit
 from swarmctl.spec import Tool
 
 
@@ -96,9 +96,12 @@ def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str,
 
 
 def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: float) -> dict[str, Any]:
-    """The envelope of a tool stopped by Ctrl-C or SIGTERM (its transaction rolled back)."""
+    """The envelope of a tool stopped by Ctrl-C or SIGTERM: its transaction rolled back, or, when
+    the signal came after a commit, the ops it wrote."""
     elapsed_ms = int((time.perf_counter() - started) * 1000)
-    return failure(op, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
+    committed = getattr(ctx._store, "committed", None)
+    error = interrupted_after_commit(exc, list(committed)) if committed else interrupted(exc)
+    return failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
 
 
 def _warn(message: str) -> None:

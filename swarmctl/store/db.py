@@ -12,6 +12,7 @@ a write's checks would be read in two places.
 from __future__ import annotations
 
 import json
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
@@ -55,6 +56,10 @@ class Store:
         # The newest op as this write transaction found it, where the backend read it (None:
         # not known; the writer asks the database). Spares a write re-reading its predecessor.
         self._head: Head | None = None
+        # The ops this store object committed, in order: a door that a signal stops after a
+        # commit says the change is written (cli/invoke.py), never that it was rolled back.
+        # (The newest 100: a server's store object lives for many calls.)
+        self.committed: deque[int] = deque(maxlen=100)
 
     # --- opening: a path is a local store, a postgresql:// URL a store on a server -----------
 
@@ -132,6 +137,7 @@ class Store:
             raise RuntimeError("write on a store opened read-only")
         self._check_writable()
         upgraded_from: int | None = None  # the format this write upgraded the store from
+        committing = False
         try:
             try:
                 at = self._begin_write()
@@ -151,12 +157,29 @@ class Store:
                     self._roll_back_write(upgraded_from)
                     return
                 faults.pause_before_commit()
+                committing = True
                 self._commit(writer)
-            except BaseException:
-                self._roll_back_write(upgraded_from)
+                self._committed(writer)
+                faults.pause_after_commit()
+            except BaseException as exc:
+                # A signal (KeyboardInterrupt) handled right after COMMIT returned, before its
+                # record was made, comes here too: the write is done, and nothing is rolled back.
+                if committing and isinstance(exc, KeyboardInterrupt) and self._commit_done():
+                    self._committed(writer)
+                else:
+                    self._roll_back_write(upgraded_from)
                 raise
         except self.driver_errors as exc:
             raise self.translate(exc) from exc
+
+    def _committed(self, writer: Writer) -> None:
+        if writer.op is not None and writer.op not in self.committed:
+            self.committed.append(writer.op)
+
+    def _commit_done(self) -> bool:
+        """After an exception raised during or just after `_commit`: whether the COMMIT took
+        effect (False where the backend cannot tell: the door then says what it says of any write)."""
+        return False
 
     def _roll_back_write(self, upgraded_from: int | None) -> None:
         """Roll the write back; an upgrade it made goes with it, and later writes make it again."""

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 
-_ACTIONS = ("pause-before-commit", "pause-before-pids")
+_ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids")
 _paused: set[str] = set()
 
 
@@ -55,6 +55,20 @@ def pause_before_commit() -> None:
     # before the sleep began (a test sends it the moment PATH appears) does not end the sleep,
     # and is handled only when the sleep ends. One sleep of an hour hung such a test, seen on
     # a busy machine; here it is handled within 50 ms.
+    deadline = time.monotonic() + 3600
+    while Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def pause_after_commit() -> None:
+    """SWARMCTL_FAULT=pause-after-commit:PATH: as pause_before_commit, just after the COMMIT, so
+    that a test can signal a process whose change is written but whose envelope is not."""
+    path = _fault("pause-after-commit")
+    if path is None:
+        return
+    import time
+
+    Path(path).write_text(str(os.getpid()))
     deadline = time.monotonic() + 3600
     while Path(path).exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -288,6 +288,11 @@ class SqliteStore(Store):
             # committed is the newest while the version stays as it is.
             self._known_head = (self._version, Head(writer.op, writer.at, writer.hash))
 
+    def _commit_done(self) -> bool:
+        # A KeyboardInterrupt is raised between bytecodes, never inside COMMIT: with no
+        # transaction open any more, the COMMIT ran. (Inside a group, RELEASE leaves the group's open.)
+        return not self._grouping and not self.conn.in_transaction
+
     def _forget_head(self) -> None:
         super()._forget_head()
         self._known_head = (None, None)
