@@ -176,7 +176,7 @@ def interrupted_after_commit(exc: KeyboardInterrupt, ops: list[int]) -> SwarmErr
     error.details = {**error.details, "committed": ops}
     error.hint = (f"The change is in the store as {written}: running the command again would make it again. "
                   + (f"`swarmctl op show {ops[0]}` shows it; `swarmctl op undo {ops[0]}` takes it back." if len(ops) == 1
-                     else "`swarmctl op log` shows them; a workflow's steps are in `swarmctl workflow status`."))
+                     else "`swarmctl op log` shows them."))
     return error
 
 

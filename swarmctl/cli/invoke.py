@@ -100,7 +100,10 @@ def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: 
     the signal came after a commit, the ops it wrote."""
     elapsed_ms = int((time.perf_counter() - started) * 1000)
     committed = getattr(ctx._store, "committed", None)
-    error = interrupted_after_commit(exc, list(committed)) if committed else interrupted(exc)
+    # A workflow's executor says itself what it stopped (`exc.details`: the workflow, the step in
+    # flight); its steps' ops are the workflow's record, not a change the signal came too late for.
+    after_commit = committed and not getattr(exc, "details", None)
+    error = interrupted_after_commit(exc, list(committed)) if after_commit else interrupted(exc)
     return failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
 
 
