@@ -82,6 +82,8 @@ def run(args: list[str]) -> int:
         print(exc.line(), file=sys.stderr)
         return OUTPUT_FAILED
     except OSError as exc:  # print() of --help, --version, a schema: a closed pipe ends quietly
+        if exc.filename is not None:  # a file's error, not stdout's: a defect, shown as one
+            raise
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is buffered goes nowhere
         except (OSError, ValueError):

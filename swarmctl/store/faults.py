@@ -23,31 +23,8 @@ def _fault(action: str) -> str | None:
     return path if given == action else None
 
 
-def pause_before_pids() -> None:
-    """SWARMCTL_FAULT=pause-before-pids:PATH: the first time this process has read a workflow's
-    rows and is about to ask whether the processes they name live, write PATH (this process's
-    pid) and wait until a test removes it (at most an hour), so that another process can end
-    in between, as it may on a busy machine."""
-    path = _fault("pause-before-pids")
-    if path is None or path in _paused:
-        return
-    _paused.add(path)
-    import time
-
-    Path(path).write_text(str(os.getpid()))
-    deadline = time.monotonic() + 3600
-    while Path(path).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def pause_before_commit() -> None:
-    """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
-    with everything of the transaction written but not committed, write PATH (this process's
-    pid) and sleep until a test removes PATH (at most an hour), so that a test can kill the
-    process at exactly this point, or act while it waits there and then let it commit."""
-    path = _fault("pause-before-commit")
-    if path is None:
-        return
+def _wait_at(path: str) -> None:
+    """Write PATH (this process's pid) and wait until a test removes it, at most an hour."""
     import time
 
     Path(path).write_text(str(os.getpid()))
@@ -60,15 +37,31 @@ def pause_before_commit() -> None:
         time.sleep(0.05)
 
 
+def pause_before_pids() -> None:
+    """SWARMCTL_FAULT=pause-before-pids:PATH: the first time this process has read a workflow's
+    rows and is about to ask whether the processes they name live, write PATH (this process's
+    pid) and wait until a test removes it (at most an hour), so that another process can end
+    in between, as it may on a busy machine."""
+    path = _fault("pause-before-pids")
+    if path is None or path in _paused:
+        return
+    _paused.add(path)
+    _wait_at(path)
+
+
+def pause_before_commit() -> None:
+    """Fault injection for tests, off unless SWARMCTL_FAULT=pause-before-commit:PATH is set:
+    with everything of the transaction written but not committed, write PATH (this process's
+    pid) and sleep until a test removes PATH (at most an hour), so that a test can kill the
+    process at exactly this point, or act while it waits there and then let it commit."""
+    path = _fault("pause-before-commit")
+    if path is not None:
+        _wait_at(path)
+
+
 def pause_after_commit() -> None:
     """SWARMCTL_FAULT=pause-after-commit:PATH: as pause_before_commit, just after the COMMIT, so
     that a test can signal a process whose change is written but whose envelope is not."""
     path = _fault("pause-after-commit")
-    if path is None:
-        return
-    import time
-
-    Path(path).write_text(str(os.getpid()))
-    deadline = time.monotonic() + 3600
-    while Path(path).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if path is not None:
+        _wait_at(path)
