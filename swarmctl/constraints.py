@@ -76,7 +76,8 @@ def _check_value(name: str, value: Any, constraint: Constraint) -> None:
     if (low is not None or high is not None) and isinstance(value, (str, list, dict)):
         if (low is not None and len(value) < low) or (high is not None and len(value) > high):
             bounds = f"at least {low}" if high is None else f"at most {high}" if low is None else f"{low} to {high}"
-            unit = "characters" if isinstance(value, str) else "items"
+            unit = "character" if isinstance(value, str) else "item"
+            unit += "" if bounds in ("at least 1", "at most 1") else "s"  # "at least 1 character"
             raise _invalid(
                 f"{name} must be {bounds} {unit} long, not {len(value)}",
                 name,

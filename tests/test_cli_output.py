@@ -265,6 +265,7 @@ def test_json_is_utf8_whatever_the_locale_and_a_table_falls_back_to_ascii(sw, st
         (["op", "log", "-n", "many"], "op_log", "'many' is not a valid"),
         (["op", "log", "--before", "99999999999999999999"], "op_log", "before must be from 1 to 9223372036854775807"),
         (["op", "log", "--kind", "teleport"], "op_log", "kind must be one of 'init', "),
+        (["store", "copy", "src", ""], "store_copy", "destination must be at least 1 character long, not 0"),
         (["op", "frobnicate"], None, "No such command 'frobnicate'"),
         (["frobnicate"], None, "No such command 'frobnicate'"),
         ([], None, "issing command"),
