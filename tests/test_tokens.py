@@ -156,6 +156,8 @@ def test_bad_input_is_refused_before_anything_is_written(sw):
                         (("agent/w1", "--expires", "0s"), "expires"), (("agent/w1", "--expires", "00d"), "expires")]:
         ran = sw(*as_(sw, ALICE), "token", "create", *args)
         assert ran.error["code"] == "E_INVALID_ARG" and ran.error["details"]["field"] == field, ran.stdout
+        # An expiry is ahead: not the --since hint's "a duration before now".
+        assert "from now" in ran.error["hint"] and "before now" not in ran.error["hint"], ran.error
     bad_actor = sw(*as_(sw, ALICE), "token", "create", "nobody")
     assert bad_actor.error["code"] == "E_INVALID_ARG"
     anonymous = sw("--repo", str(sw.store), "token", "create", "agent/w1")

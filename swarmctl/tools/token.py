@@ -83,7 +83,11 @@ def _expiry(text: str, at: str) -> str:
         except OverflowError:
             pass
         raise SwarmError("E_INVALID_ARG", f"--expires {text}: too far ahead", details={"field": "expires", "value": text})
-    until = names.parse_time(text, field="expires")
+    try:
+        until = names.parse_time(text, field="expires")
+    except SwarmError as exc:  # its hint is the filters' (a duration before now): an expiry is ahead
+        exc.hint = _AHEAD
+        raise
     if until <= at:
         raise _never_works(text, "is in the past")
     return until
@@ -94,8 +98,14 @@ def _never_works(text: str, why: str) -> SwarmError:
         "E_INVALID_ARG",
         f"--expires {text} {why}: the token would never work",
         details={"field": "expires", "value": text},
-        hint="Give a duration from now, such as 30d, or a time ahead.",
+        hint=_AHEAD,
     )
+
+
+_AHEAD = (
+    "Give a duration from now, such as 30d, 12h or 90m, or a time ahead: RFC 3339 (2030-01-31T12:00:00Z) "
+    "or a date (2030-01-31, UTC)."
+)
 
 
 def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
