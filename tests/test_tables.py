@@ -139,6 +139,25 @@ def test_other_tables_fit_too(sw, store, width, args):
     assert max(len(line) for line in ran.stdout.splitlines() or [""]) <= width, "\n" + ran.stdout
 
 
+def test_token_list_is_a_table_a_row_a_token_with_its_id_and_actor_whole(sw, store):
+    """`token list -o table` printed each token as a block of `field: value` lines."""
+    kept = sw.ok("--repo", store, "--as", AGENT, "token", "create", "agent/reader-with-a-long-name", "--read-only")
+    gone = sw.ok("--repo", store, "--as", AGENT, "token", "create", "agent/w2")
+    sw.ok("--repo", store, "--as", AGENT, "token", "revoke", str(gone["id"]))
+    for width in (40, 80, 160):
+        ran = sw("--repo", store, "-o", "table", "token", "list", env={"COLUMNS": str(width), "TZ": "UTC"})
+        assert ran.exit == 0 and max(map(len, ran.stdout.splitlines())) <= width, "\n" + ran.stdout
+        assert kept["token"] not in ran.stdout and gone["token"] not in ran.stdout
+        rows = {int(m.group(1)): line for line in ran.stdout.splitlines() if (m := re.match(r"^[│ ]*(\d+) ", line))}
+        assert set(rows) == {kept["id"], gone["id"]}, ran.stdout
+        assert "agent/reader-with-a-long-name" in rows[kept["id"]] and "agent/w2" in rows[gone["id"]]
+        if width >= 80:  # at 40, only the id and the actor fit
+            revoked_at = sw.ok("--repo", store, "token", "list")["tokens"][1]["revoked_at"]
+            assert revoked_at[:10] + " " + revoked_at[11:19] in rows[gone["id"]], ran.stdout
+    assert "read-only" in rows[kept["id"]] and "read-write" in rows[gone["id"]]
+    assert "created by" in ran.stdout
+
+
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
 def test_tables_show_short_local_times_and_the_json_stays_utc(sw, store, zone):
     op = sw.ok("--repo", store, "op", "show", "6")

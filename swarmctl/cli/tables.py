@@ -463,6 +463,33 @@ def _workflows(console, result: dict[str, Any]) -> None:
         console.print("[dim]more: raise --limit[/]")
 
 
+def _tokens(console, result: dict[str, Any]) -> None:
+    """`token list`: a row a token (never its value). The id (what `token revoke` takes) and
+    the actor stay whole; at a narrow terminal who made it goes first, then when."""
+    rows = [
+        {
+            "id": str(token["id"]),
+            "actor": token["actor"],
+            "access": "read-only" if token["read_only"] else "read-write",
+            "expires": when(token["expires_at"]),
+            "revoked": when(token["revoked_at"]),
+            "created": when(token["created_at"]),
+            "created by": token["created_by"],
+        }
+        for token in result["tokens"]
+    ]
+    how = {"id": "keep", "actor": "keep", "access": "whole", "expires": "whole", "revoked": "whole",
+           "created": "whole", "created by": "cut"}
+    natural = {c: max([len(c), *(_cells(r[c]) for r in rows)]) for c in how}
+    fit = Fit(console.width, [(c, natural[c], how[c]) for c in how], drop=["created by", "created", "access", "expires"])
+    table = fit.table()
+    for column, width in fit.widths.items():
+        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis", justify="right" if column == "id" else "left")
+    for row in rows:
+        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
+    console.print(table)
+
+
 def _step_detail(step: dict[str, Any]) -> str:
     parts = []
     if step.get("op"):
@@ -641,6 +668,7 @@ RENDERERS = {
     "TxCommitResult": _tx_commit,
     "TxRollbackResult": _tx_rollback,
     "WorkflowListResult": _workflows,
+    "TokenListResult": _tokens,
     "WorkflowStatus": _workflow_status,
     "WorkflowRollbackResult": _blast_radius,
     "WorkflowDefinitionResult": _workflow_definition,
