@@ -95,23 +95,24 @@ def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
 # --- the cheap checks every write makes --------------------------------------------------------
 
 
-def head_problems(conn: Conn) -> list[Problem]:
-    """Is the newest op well-formed: a known kind, a time, and (format 2) its hash?"""
+def head_problems(conn: Conn, chained: bool | None = None) -> list[Problem]:
+    """Is the newest op well-formed: a known kind, a time, and (format 2) its hash? `chained`:
+    whether the store's format has the hash chain, where the caller read it already (None: ask)."""
     from swarmctl.store.schema import OP_KINDS
 
-    row = conn.execute("SELECT op, kind, at FROM ops ORDER BY op DESC LIMIT 1").fetchone()
+    chained = _has_chain(conn) if chained is None else chained
+    row = conn.execute(f"SELECT op, kind, at, {'hash' if chained else 'NULL'} FROM ops ORDER BY op DESC LIMIT 1").fetchone()
     if row is None:
         return []
-    op, kind, at = row
+    op, kind, at, stored = row
     problems = []
     if kind not in OP_KINDS:
         problems.append(Problem("head_op", f"the newest op, {op}, has an unknown kind {kind!r}", op))
     if not isinstance(at, str) or not _TIME.fullmatch(at):
         problems.append(Problem("head_op", f"the newest op, {op}, has no valid time ({at!r})", op))
-    if _has_chain(conn):
+    if chained:
         from swarmctl.store import chain
 
-        stored = conn.execute("SELECT hash FROM ops WHERE op = ?", (op,)).fetchone()[0]
         previous = chain.previous_hash(conn, op)
         content = chain.op_content(conn, op)
         if previous is None or content is None or stored != chain.op_hash(previous, content):

@@ -281,15 +281,18 @@ class Move(NamedTuple):
     new: str | None
 
 
-def _refuse_if_damaged(conn: Conn, moves: Sequence[Move], head_known: bool = False) -> dict[str, Any]:
+def _refuse_if_damaged(
+    conn: Conn, moves: Sequence[Move], head_known: bool = False, chained: bool | None = None,
+) -> dict[str, Any]:
     """The cheap checks every op makes of what it depends on, before writing anything: each ref
     it moves agrees with that ref's last move in the op log, and the newest op is well-formed
     (a known kind, a time, its link in the hash chain). A store that fails them is damaged:
     E_STORE_CORRUPT, nothing written. (`store check` makes the full check.) Returns what each
-    ref names now, as read for the check (None: absent)."""
+    ref names now, as read for the check (None: absent). `chained`: whether the store's format
+    has the hash chain, as the write read it (None: ask)."""
     from swarmctl.store import check
 
-    head = [] if head_known else check.head_problems(conn)
+    head = [] if head_known else check.head_problems(conn, chained)
     targets: dict[str, Any] = {}
     problems = head + check.ref_problems(conn, [m.name for m in moves], targets)
     if problems:
@@ -357,7 +360,8 @@ class Writer:
         if kind not in OP_KINDS:
             raise RuntimeError(f"unknown op kind {kind!r}: add it to OP_KINDS in swarmctl/store/schema.py")
         self.refuse_forbidden_moves(m.name for m in moves)
-        targets = _refuse_if_damaged(self.conn, moves, self.store._head_is_own())
+        chained = self.stored_format >= 2 if self.stored_format is not None else None
+        targets = _refuse_if_damaged(self.conn, moves, self.store._head_is_own(), chained)
         # A guard: callers read the refs in this transaction and check first; a conflict is their bug.
         if any(targets[m.name] != m.old for m in moves):
             from swarmctl.store import conflicts

@@ -24,7 +24,7 @@ import psycopg
 
 from swarmctl.envelope import SwarmError
 from swarmctl.names import digits
-from swarmctl.store.db import Store, Writer, op_time
+from swarmctl.store.db import Head, Store, Writer, op_time
 from swarmctl.store import policies
 from swarmctl.store.errors import NoSchema
 from swarmctl.store.files import lock_timeout
@@ -208,11 +208,16 @@ class PostgresStore(Store):
 
     def _now(self) -> str:
         """The server's now, but never earlier than the newest op, within the clock skew
-        allowed (store.db.op_time)."""
-        now, newest = self.conn.native(
-            f"SELECT {_NOW}, (SELECT at FROM ops ORDER BY op DESC LIMIT 1)"
+        allowed (store.db.op_time). The newest op, read in the same round trip, is the write's
+        `_head` (its time and hash, which the op appended next follows): the head row is
+        locked, so no other writer appends meanwhile."""
+        hashed = "hash" if self.format >= 2 else "NULL"  # a format-1 store has no hashes
+        now, op, at, hashed_as = self.conn.native(
+            f"SELECT {_NOW}, newest.* FROM (SELECT 1) AS one "
+            f"LEFT JOIN (SELECT op, at, {hashed} FROM ops ORDER BY op DESC LIMIT 1) AS newest ON true"
         ).fetchone()
-        return op_time(now, newest)
+        self._head = Head(op, at, hashed_as) if op is not None else None
+        return op_time(now, at)
 
     def _next_op(self) -> int:
         return self.conn.native("UPDATE head SET last_op = last_op + 1 WHERE id = 1 RETURNING last_op").fetchone()[0]
