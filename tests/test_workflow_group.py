@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from core_helpers import child_commands
 from wfkit import WAIT_S, Kit
+from wfkit import envelope as wf_envelope
 
 from swarmctl import pids
 from swarmctl.tools.workflow import process
@@ -254,3 +255,54 @@ def test_the_argv_is_executed_as_it_is_no_shell_runs_a_script_without_its_hash_b
     (tmp_path / "plain.sh").chmod(0o755)
     outcome = process.run_command(["./plain.sh"], cwd=tmp_path, env=os.environ, timeout_s=WAIT_S)
     assert outcome.error == "cannot start ./plain.sh: Exec format error" and not (tmp_path / "ran.log").exists()
+
+
+STUBBORN = """\
+#!/bin/sh
+trap '' TERM INT
+(trap '' TERM INT; exec sleep 300) &
+echo $$ > stubborn.pid
+while :; do sleep 1; done
+"""
+
+
+def _ended_or_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_second_interrupt_while_the_group_is_killed_ends_its_grace_not_its_killing(sw, second):
+    """Ctrl-C, then Ctrl-C or SIGTERM again, to `workflow run` while a command that ignores
+    both runs: the second came in the grace between SIGTERM and SIGKILL, and swarmctl left with
+    the group alive and its step saved `interrupted` with no process to wait for, so `resume
+    --retry` ran a second copy beside the first. The second interrupt now ends the grace:
+    SIGKILL at once, and the group is gone before swarmctl says anything."""
+    kit = Kit(sw)
+    (kit.dir / "stubborn.sh").write_text(STUBBORN)
+    (kit.dir / "stubborn.sh").chmod(0o755)
+    kit.write('name = "w"\n[[step]]\nname = "a"\nrun = ["./stubborn.sh"]\n')
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pgid = None
+    try:
+        wait_until(lambda: kit._pid_written("stubborn"), "the command never started")
+        pgid = os.getpgid(int((kit.dir / "stubborn.pid").read_text()))
+        proc.send_signal(signal.SIGINT)
+        # The holder leading the group does not ignore SIGTERM: once it has ended, swarmctl has
+        # sent the group SIGTERM and waits out the grace.
+        wait_until(lambda: _ended_or_zombie(pgid), "swarmctl never sent the group SIGTERM")
+        proc.send_signal(second)
+        code, envelope = wf_envelope(proc)
+        assert code == 130 and envelope["error"]["code"] == "E_INTERRUPTED", envelope
+        assert not pids.group_alive(pgid, None), "the command outlived swarmctl"
+        wf = envelope["error"]["details"]["workflow"]
+        step = _step(kit, wf, "a")
+        assert step["status"] == "interrupted" and step["command_pid"] is None, step
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pgid is not None:
+            kit.kill_group(pgid)

@@ -128,13 +128,15 @@ def run_command(
         timed_out = True
     except BaseException:
         # An interrupt, even one that came while the command started, before swarmctl had its
-        # pid (the command may already run in the group): the group goes with it.
+        # pid (the command may already run in the group): the group goes with it. (Another
+        # interrupt while it is killed is this one again.)
         if group.leader is not None:
             _kill_group(proc, group.leader.pid)
         raise
     if timed_out:
         assert group.leader is not None
-        _kill_group(proc, group.leader.pid)
+        if (came := _kill_group(proc, group.leader.pid)) is not None:
+            raise came  # the step is saved interrupted, the group gone
     else:
         group.ended(proc.pid)
     outcome = _finished(proc, timed_out, started, group.stdout.file, group.stderr.file, hidden)
@@ -265,30 +267,42 @@ def _exited(proc: Any, within_s: float) -> bool:
         return False
 
 
-def _kill_group(proc: Any | None, pgid: int) -> None:
+def _kill_group(proc: Any | None, pgid: int) -> KeyboardInterrupt | None:
     """SIGTERM to the command's group (its holder too); SIGKILL to what is left of it once the
     command ends, or after KILL_GRACE_S; then wait until every process of the group has ended,
     so that a caller (and whoever reads the step next) never sees a killed command still running.
     `proc` None: the command may have started without swarmctl getting its pid (an interrupt
     came while it started); the group's end is waited on instead, and what of it was
-    swarmctl's own child is reaped (the holder's Popen then finds its child gone, and says 0)."""
+    swarmctl's own child is reaped (the holder's Popen then finds its child gone, and says 0).
+    A Ctrl-C or SIGTERM that comes meanwhile (a second one, as people press Ctrl-C twice) ends
+    the grace at once, never the killing: the group is killed and waited for all the same, and
+    that interrupt is returned for the caller to raise (None: none came)."""
     import signal
     import subprocess
 
-    _signal_group(pgid, signal.SIGTERM)
-    if proc is None:
-        pids.wait_group_gone(pgid, KILL_GRACE_S)
-    else:
+    came: KeyboardInterrupt | None = None
+    try:
+        _signal_group(pgid, signal.SIGTERM)
+        if proc is None:
+            pids.wait_group_gone(pgid, KILL_GRACE_S)
+        else:
+            try:
+                proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+    except KeyboardInterrupt as exc:  # no more grace
+        came = exc
+    while True:
         try:
-            proc.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-    _signal_group(pgid, signal.SIGKILL)  # what is left of the group: the command, if it did not end
-    if proc is not None:
-        proc.wait()
-    pids.wait_group_gone(pgid, KILLED_GONE_S)
-    if proc is None:
-        _reap(pgid)
+            _signal_group(pgid, signal.SIGKILL)  # what is left of the group: the command, if it did not end
+            if proc is not None:
+                proc.wait()
+            pids.wait_group_gone(pgid, KILLED_GONE_S)
+            if proc is None:
+                _reap(pgid)
+            return came
+        except KeyboardInterrupt as exc:  # killed already: it is waited for all the same
+            came = came or exc
 
 
 def _signal_group(pgid: int, sig: int) -> None:
