@@ -306,3 +306,35 @@ def test_a_second_interrupt_while_the_group_is_killed_ends_its_grace_not_its_kil
             proc.wait()
         if pgid is not None:
             kit.kill_group(pgid)
+
+
+def test_a_store_locked_once_a_command_ran_names_the_workflow_and_never_says_to_run_it_again(sw):
+    """The store is locked from the moment the command ends, past the lock timeout: the
+    outcome cannot be saved. E_BUSY said "nothing was written; retry" with no workflow named,
+    though the workflow existed and its command had run: run again, the file would run it twice."""
+    kit = Kit(sw)
+    (kit.dir / "waits.sh").write_text(WAITS.replace("    ", ""))
+    (kit.dir / "waits.sh").chmod(0o755)
+    kit.write('name = "w"\n[[step]]\nname = "first"\nrun = ["./waits.sh", "first"]\n')
+    proc = kit.popen("workflow", "run", "flow.toml", env={"SWARMCTL_LOCK_TIMEOUT": "0.5"})
+    lock = None
+    try:
+        wait_until(lambda: kit.marks() == ["first"], "the first step never started")
+        wf = kit("workflow", "list", actor=None).result["workflows"][0]["id"]
+        lock = sqlite3.connect(kit.repo + "/swarmops.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the store's write lock, held until swarmctl has answered
+        (kit.dir / "first.go").touch()
+        code, envelope = wf_envelope(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if lock is not None:
+            lock.execute("ROLLBACK")
+            lock.close()
+    error = envelope["error"]
+    assert code == 8 and error["code"] == "E_BUSY", envelope
+    assert error["details"]["workflow"] == wf and error["details"]["step"] == "first", error
+    assert "nothing was written" not in error["hint"] and "do not run its file again" in error["hint"], error
+    assert error["next"]["tool"] == "workflow_status" and error["next"]["arguments"] == {"workflow": wf}
+    assert kit.marks() == ["first"]

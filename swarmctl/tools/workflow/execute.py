@@ -44,7 +44,7 @@ from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.undo import undo_in
-from swarmctl.tools.workflow import definition, process, records
+from swarmctl.tools.workflow import calls, definition, process, records
 from swarmctl.tools.workflow.ownership import LostOwnership
 from swarmctl.tools.workflow.rollback_types import (
     CommandUndone,
@@ -77,6 +77,7 @@ class Executor:
         # change, which also moves the workflow's `rev` (every one that finds an outcome unsaved
         # changes the workflow row: the next step's start, a release, `_saving_the_last`).
         self._unsaved: Callable[[Writer], None] | None = None
+        self._at: dict[str, str] | None = None  # the step under way, and during what (`_stopped_at`)
         self.lease_s = hosts.lease_s()
         self._renewed = time.monotonic()  # when this process last renewed its lease (any owned write)
         self.base_dir = Path(wf.base_dir)  # where its commands run
@@ -129,6 +130,25 @@ class Executor:
             yield
         except LostOwnership as lost:
             raise lost.as_error() from None
+        except SwarmError as exc:
+            if exc.code in ("E_BUSY", "E_UNAVAILABLE") and "workflow" not in exc.details:
+                self._name_the_workflow(exc)
+            raise
+
+    def _name_the_workflow(self, exc: SwarmError) -> None:
+        """The store stayed locked, or went out of reach, once the workflow existed: its own
+        words, "nothing was written" and "retry", are not so. Steps may have run (the last one's
+        outcome unsaved: it shows as interrupted), and the file run again would run them again.
+        The error names the workflow and where it stopped, and what to do: look, then resume."""
+        at = self._at or {}
+        where = f" at step {at['step']}" if at else " before its first step"
+        exc.details = {**exc.details, "workflow": self.wf.id, **at}
+        exc.message = f"{exc.message}; workflow {self.wf.id} stopped{where}"
+        exc.hint = (
+            f"Workflow {self.wf.id} exists and may have run steps: do not run its file again. Once the store "
+            f"answers, `swarmctl workflow status {self.wf.id}` shows what ran; then resume it or roll it back."
+        )
+        exc.next = calls.STATUS.call(workflow=self.wf.id)
 
     def release(self, state: str) -> None:
         """Leave the workflow in `state`, held by nobody (E_STATE if another process holds it)."""
@@ -161,6 +181,7 @@ class Executor:
     def _stopped_at(self, step: Step, during: str) -> Iterator[None]:
         """Ctrl-C or SIGTERM within: the E_INTERRUPTED envelope names this workflow and step
         (`envelope.interrupted` reads the details off the KeyboardInterrupt)."""
+        self._at = {"step": step.name, "during": during}
         try:
             yield
         except KeyboardInterrupt as exc:
