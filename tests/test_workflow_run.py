@@ -84,6 +84,8 @@ def test_a_failing_command_stops_the_run_and_resume_retries_it_only_when_named(s
     assert failed.error["details"]["result"]["exit_code"] == 3
     assert resume.error["code"] == "E_STATE" and resume.error["next"]["arguments"] == {"workflow": wf, "retry": "check"}
     assert retry_wrong.exit == 7  # `first` succeeded: the run stopped at `check`
+    misspelt = kit("workflow", "resume", wf, "--retry", "chekc")  # was E_STATE: "only with --retry check"
+    assert (misspelt.exit, misspelt.error["code"], misspelt.error["details"]["steps"]) == (4, "E_NOT_FOUND", ["first", "check", "last"])
     (kit.dir / "fail.sh").write_text("#!/bin/sh\necho fixed\n")
     retried = kit("workflow", "resume", wf, "--retry", "check")
     assert retried.result["workflow"]["state"] == "completed"
@@ -181,6 +183,22 @@ def test_store_steps_are_one_op_each_and_fail_without_writing(sw):
     ran, _ = kit.run('name = "del"\n[[step]]\nname = "again"\nref_delete = { name = "release/v1" }\n', name="del.toml")
     error = ran.error["details"]["result"]["error"]
     assert (error["code"], error["hint"]) == ("E_NOT_FOUND", "`swarmctl ref list` lists the refs.")  # as `ref delete` says it
+
+
+def test_a_command_whose_folder_is_gone_says_so_not_that_its_program_is_missing(sw):
+    """`cannot start /bin/pwd: No such file or directory`, when /bin/pwd was there and the
+    workflow file's folder, where its commands run, was not."""
+    kit = Kit(sw)
+    folder = kit.dir / "gone"
+    folder.mkdir()
+    kit.write('name = "w"\n[[step]]\nname = "g"\napproval = "go?"\n[[step]]\nname = "a"\nrun = ["/bin/pwd"]\n', "gone/flow.toml")
+    _, wf = kit.run((folder / "flow.toml").read_text(), name="gone/flow.toml")
+    folder.joinpath("flow.toml").unlink()
+    folder.rmdir()
+    kit("workflow", "approve", wf)
+    resumed = kit("workflow", "resume", wf)
+    assert resumed.error["code"] == "E_STEP_FAILED", resumed.stdout
+    assert resumed.error["message"].endswith(f"cannot start /bin/pwd: its working directory {folder} does not exist")
 
 
 def test_relative_command_paths_resolve_against_the_workflow_file(sw):

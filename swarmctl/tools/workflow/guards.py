@@ -88,6 +88,12 @@ def resume_point(wf: Workflow, retry_name: str | None) -> Step | None:
     """The step to re-run (or None), after checking the workflow may continue at all. Only after
     `records.settle`: the saved state is then the observed one."""
     not_held(wf)
+    if retry_name is not None and wf.step(retry_name) is None:  # a misspelt name, said as such
+        raise SwarmError(
+            "E_NOT_FOUND", f"workflow {wf.id} has no step {retry_name}",
+            details={"workflow": wf.id, "step": retry_name, "steps": [s.name for s in wf.steps]},
+            hint="`swarmctl workflow status` lists its steps.",
+        )
     state = wf.state
     if state == "awaiting_approval":
         gate = wf.gate

@@ -76,6 +76,8 @@ def program_problem(argv0: str, base_dir: Path, environ: Mapping[str, str]) -> s
     """Why `argv0` would not start, as far as can be told without starting it."""
     import shutil
 
+    if not os.path.isdir(base_dir):  # where it runs, gone since the workflow was made
+        return f"its working directory {base_dir} does not exist"
     program = resolve_program(argv0, base_dir)
     if "/" in program:
         if not os.path.isfile(program):
