@@ -139,6 +139,22 @@ def test_other_tables_fit_too(sw, store, width, args):
     assert max(len(line) for line in ran.stdout.splitlines() or [""]) <= width, "\n" + ran.stdout
 
 
+def test_workflow_list_keeps_the_id_and_the_state_whole_at_any_width(sw, store):
+    """At 40 columns every column of `workflow list` was folded a character a line."""
+    (sw.tmp / "flow.toml").write_text(
+        'name = "a-workflow-whose-name-is-longer-than-the-terminal-is-wide"\n'
+        '[[step]]\nname = "s"\nref_set = { name = "x", to = "main" }\n'
+    )
+    wf = sw.ok("--repo", store, "--as", AGENT, "workflow", "run", "flow.toml")["workflow"]["id"]
+    for width in (40, 60, 80, 160):
+        ran = sw("--repo", store, "-o", "table", "workflow", "list", env={"COLUMNS": str(width), "TZ": "UTC"})
+        lines = ran.stdout.splitlines()
+        assert ran.exit == 0 and max(map(len, lines)) <= width, "\n" + ran.stdout
+        (row,) = [line for line in lines if wf in line]
+        assert "completed" in row, ran.stdout
+        assert len(lines) <= 5, ran.stdout  # a row a workflow: nothing folded
+
+
 def test_token_list_is_a_table_a_row_a_token_with_its_id_and_actor_whole(sw, store):
     """`token list -o table` printed each token as a block of `field: value` lines."""
     kept = sw.ok("--repo", store, "--as", AGENT, "token", "create", "agent/reader-with-a-long-name", "--read-only")

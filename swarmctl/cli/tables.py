@@ -449,15 +449,30 @@ def _tx_rollback(console, result: dict[str, Any]) -> None:
         console.print(f"[yellow]{result['hint']}[/]", soft_wrap=True)
 
 def _workflows(console, result: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table()
-    # The id is what a person copies into the next command: never folded; the rest give way.
-    table.add_column("workflow", no_wrap=True, min_width=max((len(wf["id"]) for wf in result["workflows"]), default=8))
-    for column in ("name", "state", "steps done", "created by", "created", "updated"):
-        table.add_column(column, overflow="fold")
-    for wf in result["workflows"]:
-        table.add_row(wf["id"], wf["name"], wf["state"], f"{wf['done']}/{wf['steps']}", wf["created_by"], when(wf["created_at"]), when(wf["updated_at"]))
+    """`workflow list`: the id (what a person copies into the next command) and the state stay
+    whole; at a narrow terminal when it was made goes first, then who made it, then the rest."""
+    rows = [
+        {
+            "workflow": wf["id"],
+            "name": wf["name"],
+            "state": wf["state"],
+            "steps done": f"{wf['done']}/{wf['steps']}",
+            "created by": wf["created_by"],
+            "created": when(wf["created_at"]),
+            "updated": when(wf["updated_at"]),
+        }
+        for wf in result["workflows"]
+    ]
+    how = {"workflow": "keep", "name": "cut", "state": "keep", "steps done": "whole", "created by": "cut",
+           "created": "whole", "updated": "whole"}
+    natural = {c: max([len(c), *(_cells(r[c]) for r in rows)]) for c in how}
+    fit = Fit(console.width, [(c, natural[c], how[c]) for c in how],
+              drop=["created", "created by", "updated", "steps done", "name"])
+    table = fit.table()
+    for column, width in fit.widths.items():
+        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
     console.print(table)
     if result.get("has_more"):
         console.print("[dim]more: raise --limit[/]")
