@@ -44,7 +44,7 @@ from swarmctl.store import workflows as rows
 from swarmctl.tools import ref
 from swarmctl.tools.common import resolve_changeset
 from swarmctl.tools.undo import undo_in
-from swarmctl.tools.workflow import calls, definition, process, records
+from swarmctl.tools.workflow import definition, guards, process, records
 from swarmctl.tools.workflow.ownership import LostOwnership
 from swarmctl.tools.workflow.rollback_types import (
     CommandUndone,
@@ -132,23 +132,8 @@ class Executor:
             raise lost.as_error() from None
         except SwarmError as exc:
             if exc.code in ("E_BUSY", "E_UNAVAILABLE") and "workflow" not in exc.details:
-                self._name_the_workflow(exc)
+                guards.name_the_workflow(exc, self.wf.id, self._at)
             raise
-
-    def _name_the_workflow(self, exc: SwarmError) -> None:
-        """The store stayed locked, or went out of reach, once the workflow existed: its own
-        words, "nothing was written" and "retry", are not so. Steps may have run (the last one's
-        outcome unsaved: it shows as interrupted), and the file run again would run them again.
-        The error names the workflow and where it stopped, and what to do: look, then resume."""
-        at = self._at or {}
-        where = f" at step {at['step']}" if at else " before its first step"
-        exc.details = {**exc.details, "workflow": self.wf.id, **at}
-        exc.message = f"{exc.message}; workflow {self.wf.id} stopped{where}"
-        exc.hint = (
-            f"Workflow {self.wf.id} exists and may have run steps: do not run its file again. Once the store "
-            f"answers, `swarmctl workflow status {self.wf.id}` shows what ran; then resume it or roll it back."
-        )
-        exc.next = calls.STATUS.call(workflow=self.wf.id)
 
     def release(self, state: str) -> None:
         """Leave the workflow in `state`, held by nobody (E_STATE if another process holds it)."""

@@ -179,3 +179,19 @@ def definition_refusal(policy: rules.Policy | None, actor: str, wf: Workflow) ->
         why = f"the steps stored for workflow {wf.id} are not those {path} defines now"
         return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
     return None
+
+
+def name_the_workflow(exc: SwarmError, wf_id: str, at: dict[str, str] | None) -> None:
+    """E_BUSY (the store stayed locked) or E_UNAVAILABLE (out of reach) once workflow `wf_id`
+    existed, `at` a step (its name, and during what) or None: their own words, "nothing was
+    written" and "retry", are not so. Steps may have run (the last one's outcome unsaved: it
+    shows as interrupted), and the file run again would run them again. The error names the
+    workflow and where it stopped, and what to do: look, then resume or roll back."""
+    where = f" at step {at['step']}" if at else " before its first step"
+    exc.details = {**exc.details, "workflow": wf_id, **(at or {})}
+    exc.message = f"{exc.message}; workflow {wf_id} stopped{where}"
+    exc.hint = (
+        f"Workflow {wf_id} exists and may have run steps: do not run its file again. Once the store "
+        f"answers, `swarmctl workflow status {wf_id}` shows what ran; then resume it or roll it back."
+    )
+    exc.next = calls.STATUS.call(workflow=wf_id)
