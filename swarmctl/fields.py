@@ -8,6 +8,8 @@ into one the caller did not ask for. A near miss is exactly:
 - the same name after lower-casing and dropping `-` and `_` (`dryRun`, `dry-run`, `Dry_Run`);
 - one edit (insert, delete, replace, swap of two neighbours) from a known name of 4 or more
   characters (`limt`, `dry_rn`);
+- a known name with an `s` added or taken away, however short (`refs` for `ref`, `ops` for
+  `op`): a list where the field takes one, or one where it takes a list;
 - an entry of `SYNONYMS` whose field the type has.
 """
 
@@ -96,6 +98,9 @@ def near_miss(given: str, known: Any) -> str | None:
     lowered = given.lower()
     for name in known:
         if len(name) >= NEAR_MIN_LEN and _one_edit(lowered, name):
+            return name
+    for name in known:
+        if squashed in (_squash(name) + "s", _squash(name)[:-1] if name.endswith("s") else None):
             return name
     meant = SYNONYMS.get(lowered) or SYNONYMS.get(squashed)
     return meant if meant in known else None

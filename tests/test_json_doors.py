@@ -34,7 +34,9 @@ def variants(name: str) -> set[str]:
             found.add(name[:i] + "q" + name[i:])  # insert
             if i + 1 < len(name) and name[i] != name[i + 1]:
                 found.add(name[:i] + name[i + 1] + name[i] + name[i + 2 :])  # swap
-        found.add(name + "s")
+    found.add(name + "s")  # a plural, however short the name (`refs` for `ref`)
+    if name.endswith("s"):
+        found.add(name[:-1])
     return found - {name}
 
 
@@ -85,6 +87,19 @@ def test_near_miss_rules_exactly():
     assert fields.near_miss("id", ["op", "dry_run"]) is None
     assert fields.near_miss("re", ["ref"]) is None  # one edit from a name shorter than 4: not a near miss
     assert fields.near_miss("lmt", ["limit"]) is None  # two edits
+    assert fields.near_miss("refs", ["op", "ref"]) == "ref"  # a plural of a short name: `refs` was ignored
+    assert fields.near_miss("Ops", ["op"]) == "op"
+    assert fields.near_miss("parent", ["parents"]) == "parents"
+
+
+def test_restore_with_refs_for_ref_is_refused_not_run_on_every_ref(sw):
+    """`{"refs": ["main"]}` was ignored, and a confirmed restore moved (and deleted) every ref."""
+    build_golden_store(sw)
+    before = (op_count(sw.store), refs(sw.store))
+    arguments = {"op": 2, "refs": ["main"], "confirm": True, "expect_head": op_count(sw.store)}
+    ran = sw(*as_(sw, AGENT), "call", "op_restore", json.dumps(arguments))
+    assert ran.exit == 2 and ran.error["details"]["did_you_mean"] == "ref", ran.stdout
+    assert (op_count(sw.store), refs(sw.store)) == before
 
 
 def test_call_refuses_a_misspelled_dry_run_and_writes_nothing(sw):
