@@ -117,6 +117,24 @@ def test_an_op_someone_else_undid_cancels_and_does_not_conflict(sw):
     assert problems(sw.store) == []
 
 
+def test_a_revert_in_parts_goes_past_moves_an_earlier_part_took_back_with_no_move_of_the_ref(sw):
+    """Reverted in parts, as the bound's hint says: the later part took back ops 9 and 10, which
+    moved x there and back (its own move of x: none). The earlier part was then refused with
+    E_CAS_MISMATCH naming 9 and 10 (`expected` equal to `actual`), and `next` an undo that
+    changed nothing: no way forward."""
+    ids = build_golden_store(sw)
+    a, b = ids["base"], sw.ok("--repo", str(sw.store), "ref", "show", "main")["target"]
+    for target in (a, b, a, b):  # 7..10: x made, then moved there and back
+        sw.ok(*as_(sw, "agent/b"), "ref", "set", "x", target)
+    sw.ok(*as_(sw, "agent/b"), "ref", "set", "y", a)  # 11
+    later = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", "agent/b", "--after", "8")
+    assert (later["reverted"], later["op"]) == ([9, 10, 11], 12)
+    earlier = sw(*as_(sw, ALICE), "op", "revert", "--actor", "agent/b", "--before", "9")
+    assert earlier.exit == 0 and earlier.result["reverted"] == [7, 8], earlier.stdout
+    assert "x" not in refs(sw.store) and "y" not in refs(sw.store)  # agent/b's work, all taken back
+    assert problems(sw.store) == []
+
+
 def test_undoing_the_op_in_between_as_next_says_lets_the_revert_go(sw):
     """The README's way out of a conflict: undo the op in between (`error.next`), then revert
     again. The op and its undo stayed "someone else's work in between" for ever, so the revert

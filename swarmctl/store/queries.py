@@ -238,11 +238,22 @@ def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
     return taken_back
 
 
-def cancelling(conn: Conn, ops: Iterable[int]) -> set[int]:
-    """Those of `ops` that cancel out among themselves: each op taken back now by an undo (or a
-    revert) that is among `ops` too, and that undo. What is left of `ops` is in effect."""
+def cancelling(conn: Conn, ops: Iterable[int], name: str | None = None) -> set[int]:
+    """Those of `ops` (ops that moved ref `name`) that cancel out: each op taken back now by an
+    undo (or a revert) that is among `ops` too, and that undo; and each taken back now by a
+    revert that did not move `name` at all. Such a revert took back every move of the ref since
+    its oldest one (else it would have been refused) and left the ref as it was before them: the
+    moves it took back net out. What is left of `ops` is in effect."""
     given = set(ops)
-    return {op for pair in undos_in_effect(conn, given).items() if pair[1] in given for op in pair}
+    taken_back = undos_in_effect(conn, given)
+    found = {op for pair in taken_back.items() if pair[1] in given for op in pair}
+    if name is not None:
+        for op, undo in taken_back.items():
+            if undo not in given and conn.execute(
+                "SELECT 1 FROM ref_moves WHERE op = ? AND name = ?", (undo, name)
+            ).fetchone() is None:
+                found.add(op)
+    return found
 
 
 def _newest_undos(conn: Conn, ops: Sequence[int]) -> dict[int, int]:

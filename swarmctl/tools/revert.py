@@ -6,7 +6,8 @@ is to put it back to what it named before its oldest selected move. That is safe
 but the selection moved the ref since: every later move must be by a selected op, or by an op
 that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
 undo cancel out), or an op outside the selection that was taken back since, with the undo that
-took it back (they cancel out too). Any other move, even one later moved back by another move, is
+took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
+back netted out, there and back: an earlier part of a revert made in parts). Any other move, even one later moved back by another move, is
 someone else's work in between, and stops the revert (E_CAS_MISMATCH, naming those ops).
 """
 
@@ -189,8 +190,8 @@ def _net_effect(
     found, net = [], []
     for name, (oldest, before) in first.items():
         outside = [op for op in queries.moves_after(conn, name, oldest) if op not in scope]
-        if outside:  # an outside op taken back since by another outside op: the two cancel out
-            cancelled = queries.cancelling(conn, outside)
+        if outside:  # taken back since by another outside op (the two cancel out), or netted out
+            cancelled = queries.cancelling(conn, outside, name)
             outside = [op for op in outside if op not in cancelled]
         actual = queries.ref_target(conn, name)
         if outside:
