@@ -38,6 +38,28 @@ def _glob_re(glob: str) -> re.Pattern[str]:
     return re.compile(text, re.DOTALL)
 
 
+def may_match_an_actor(glob: str) -> bool:
+    """Whether some well-formed actor (kind/name) matches `glob`: its `*` and `**` filled in a few
+    ways that suit both parts of an actor. (`*` never crosses a `/`: `*` alone matches no actor.)
+    A glob of more than six wildcards is taken to match one."""
+    import itertools
+
+    from swarmctl.names import is_actor
+
+    parts = re.split(r"(\*\*|\*)", glob)
+    wild = [i for i, p in enumerate(parts) if p in ("*", "**")]
+    if len(wild) > 6:
+        return True
+    fillings = {"*": ("a", "", "a-a"), "**": ("a/a", "a", "")}
+    for chosen in itertools.product(*(fillings[parts[i]] for i in wild)):
+        filled = list(parts)
+        for i, text in zip(wild, chosen):
+            filled[i] = text
+        if is_actor("".join(filled)):
+            return True
+    return False
+
+
 def matches(globs: tuple[str, ...] | None, name: str) -> bool:
     """Whether `name` matches one of `globs` (None: the rule is not set, so anyone matches)."""
     return globs is None or any(_glob_re(g).fullmatch(name) for g in globs)

@@ -189,6 +189,8 @@ def test_a_policy_set_from_stdin(sw):
         ('admins = "human/*"\n', "admins"),
         ("admins = [\n", None),  # not TOML
         ("admins = []\n", "admins"),  # no one could ever change it again, nor undo it
+        ('admins = ["nobody"]\n', "admins"),  # nor when no actor (kind/name) matches: was accepted
+        ('admins = ["*", "["]\n', "admins"),  # `*` stops at `/`: it matches no actor either
     ],
 )
 def test_a_policy_that_is_not_understood_is_refused_and_nothing_is_written(sw, text, key):
@@ -198,6 +200,13 @@ def test_a_policy_that_is_not_understood_is_refused_and_nothing_is_written(sw, t
     assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
     assert ran.error["details"].get("key") == key
     assert store.head() == 6
+
+
+def test_an_admins_glob_matches_an_actor_or_is_known_to_match_none():
+    for glob in ("human/*", "**", "*/alice", "human/alice", "*/*", "ci/*-bot", "agent/**"):
+        assert rules.may_match_an_actor(glob), glob
+    for glob in ("nobody", "*", "[", "human/", "/alice", "Human/alice", "*/", "human/ alice"):
+        assert not rules.may_match_an_actor(glob), glob
 
 
 def test_globs_star_stays_within_a_part_and_double_star_crosses_parts():

@@ -8,6 +8,7 @@ in a transaction that is rolled back, so its answer is the real call's by constr
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from swarmctl import names
@@ -84,19 +85,22 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     """Make the TOML text the store's policy, as one op (kind `policy_set`). Only an admin (the
     policy in force's `admins`; while none is set, anyone) may: else E_FORBIDDEN. A policy that
     does not parse, or has a key this swarmctl does not know, is E_INVALID_ARG (a typo must not
-    silently open a door), and so is `admins = []`, which no one could ever take back. Setting
+    silently open a door), and so is `admins = []`, which no one could ever take back, and admins
+    that no actor (kind/name) can match. Setting
     the policy in force again writes nothing (`op` null). The store's first policy raises its
     format to 4, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
     of the op restores the policy before it."""
     actor = ctx.require_actor()
-    if rules.parse(req.policy).admins == ():  # before anything is opened: a bad file says so first
+    admins = rules.parse(req.policy).admins  # before anything is opened: a bad file says so first
+    if admins is not None and not any(rules.may_match_an_actor(glob) for glob in admins):
+        said = "admins = []" if not admins else f"admins = {json.dumps(list(admins))}, which matches no actor (kind/name),"
         raise SwarmError(
             "E_INVALID_ARG",
-            "admins = [] would let no one change this policy again, nor undo this op, nor make or "
+            f"{said} would let no one change this policy again, nor undo this op, nor make or "
             "revoke a token: a mistake no one could take back",
-            details={"key": "admins"},
-            hint="Name at least one admin (e.g. admins = [\"human/*\"]), or leave admins out: anyone "
-            "may then change the policy.",
+            details={"key": "admins", "admins": list(admins)},
+            hint="Name at least one admin as kind/name or a glob of such (e.g. admins = [\"human/*\"]; "
+            "`*` stops at `/`, `**` does not), or leave admins out: anyone may then change the policy.",
         )
     store = ctx.store()
     with store.write(actor) as w:
