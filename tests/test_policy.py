@@ -191,6 +191,7 @@ def test_a_policy_set_from_stdin(sw):
         ("admins = []\n", "admins"),  # no one could ever change it again, nor undo it
         ('admins = ["nobody"]\n', "admins"),  # nor when no actor (kind/name) matches: was accepted
         ('admins = ["*", "["]\n', "admins"),  # `*` stops at `/`: it matches no actor either
+        ('admins = ["human/*"]\n' + "# every write reads it\n" * 3000, "policy"),  # over 64 KiB
     ],
 )
 def test_a_policy_that_is_not_understood_is_refused_and_nothing_is_written(sw, text, key):
