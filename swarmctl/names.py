@@ -216,6 +216,17 @@ def max_digits() -> int:
     return sys.get_int_max_str_digits()
 
 
+def one_line(message: str) -> str:
+    """A message as an op's one-line description holds it whole: its lines joined by a space."""
+    return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
+
+
+def first_line(message: str, width: int = 60) -> str:
+    """A message as an op's one-line description holds it: its first line, cut to `width`."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def digits(text: object) -> bool:
     """Whether `text` is a string of ASCII digits 0-9 only. `str.isdigit` alone also takes `²`
     (which int() refuses) and `٤` (which int() reads as 4)."""

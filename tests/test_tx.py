@@ -357,6 +357,17 @@ def test_commit_makes_the_net_effect_one_move_per_ref(store):
     assert refs(store.store) == {"main": base, "release/v1": fix, "release/v9": fix}
 
 
+def test_a_commit_message_of_many_lines_is_the_ops_one_line_description(store):
+    """The op kept the message as given, newlines and all: `op log -o table` split the op
+    over two rows (an op's description is one line, SPEC §3)."""
+    store.tx("begin")
+    store.tx("set", "tmp", store.ids["base"][:12])
+    commit = store.tx("commit", "-m", "cut v2\n\n  retire main\n").result
+    assert commit["description"] == "tx 1: cut v2 retire main"
+    (op,) = store.ok("--repo", str(store.store), "op", "log", "--kind", "tx_commit")["ops"]
+    assert op["description"] == "tx 1: cut v2 retire main"
+
+
 def test_a_stage_after_undo_drops_the_redo_branch(store):
     store.tx("begin")
     for name in ("a", "b", "c"):

@@ -134,7 +134,7 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
         )
         moves = [Move(ref, current, cid)] if ref else []
         where = f" on {ref}" if ref else ""
-        op = w.append_op("changeset_create", f"create changeset {names.short_id(cid)}{where}: {_first_line(req.message)}", moves)
+        op = w.append_op("changeset_create", f"create changeset {names.short_id(cid)}{where}: {names.first_line(req.message)}", moves)
         # The same content by the same actor in the same millisecond is the same changeset (its
         # id is a hash of all of that): it exists already, and this op creates nothing new.
         if queries.changeset_row(w.conn, cid) is None:
@@ -143,11 +143,6 @@ def changeset_create(ctx: Context, req: ChangesetCreateReq) -> ChangesetCreateRe
             w.insert_changeset(queries.ChangesetRow(cid, op, req.message, actor, w.at, parents, metadata, blobs))
         record = _record(w.conn, cid)
     return ChangesetCreateResult(changeset=record, op=op, ref_moves=[RefMove(m.name, m.old, m.new) for m in moves])
-
-
-def _first_line(message: str, width: int = 60) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _record(conn: Conn, cid: str) -> ChangesetRecord:

@@ -279,7 +279,7 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
             txs.mark_conflicted(w.conn, tx.tx)
             conflict = staging.conflict_error(tx, moved)
         else:
-            description = f"tx {tx.tx}: " + (req.message or staging.summary(moves))
+            description = f"tx {tx.tx}: " + (names.one_line(req.message or "") or staging.summary(moves))
             op = w.append_op("tx_commit", description, [Move(m.name, m.old, m.new) for m in moves])
             txs.end(w.conn, tx.tx, "Committed", w.at, op)
     if conflict is not None:
