@@ -153,6 +153,12 @@ def test_workflow_list_keeps_the_id_and_the_state_whole_at_any_width(sw, store):
         (row,) = [line for line in lines if wf in line]
         assert "completed" in row, ran.stdout
         assert len(lines) <= 5, ran.stdout  # a row a workflow: nothing folded
+        # Its status: the step's kind and status whole (they were folded mid-word: `ref_se`, `t`).
+        status = sw("--repo", store, "-o", "table", "workflow", "status", wf, env={"COLUMNS": str(width)})
+        boxed = [line for line in status.stdout.splitlines() if line[:1] in "┏┃┡│└"]  # the heading and `next`: whole
+        assert status.exit == 0 and boxed and max(map(len, boxed)) <= width, "\n" + status.stdout
+        (step,) = [line for line in status.stdout.splitlines() if re.match(r"^[│ ]*1 ", line)]
+        assert "success" in step and ("ref_set" in step or width < 60), status.stdout
 
 
 def test_token_list_is_a_table_a_row_a_token_with_its_id_and_actor_whole(sw, store):

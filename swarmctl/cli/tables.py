@@ -536,11 +536,23 @@ def _workflow_status(console, result: dict[str, Any]) -> None:
     wf = result["workflow"]
     waiting = f" at {wf['waiting_at']}" if wf.get("waiting_at") else ""
     console.print(f"[bold]{wf['id']}[/] {wf['name']}: [bold]{wf['state']}[/]{waiting}", soft_wrap=True)
+    # The step's number, kind and status stay whole (the kind left out where even they do not
+    # fit beside a little of the rest); its name and the detail (an error, an output's tail:
+    # what a person reads the table for) are folded onto more lines, never cut.
+    whole = {"#": [str(s["index"]) for s in result["steps"]], "kind": [s["kind"] for s in result["steps"]],
+             "status": [s["status"] for s in result["steps"]]}
+    widths = {c: max([len(c), *map(_cells, values)]) for c, values in whole.items()}
+    show_kind = sum(widths.values()) + 3 * 5 + 1 + 2 * 10 <= console.width
     table = Table()
-    for column in ("#", "step", "kind", "status", "detail"):
-        table.add_column(column, overflow="fold")
+    table.add_column("#", no_wrap=True, min_width=widths["#"], justify="right")
+    table.add_column("step", overflow="fold", min_width=4)
+    if show_kind:
+        table.add_column("kind", no_wrap=True, min_width=widths["kind"])
+    table.add_column("status", no_wrap=True, min_width=widths["status"])
+    table.add_column("detail", overflow="fold", min_width=6)
     for step in result["steps"]:
-        table.add_row(str(step["index"]), step["name"], step["kind"], step["status"], _step_detail(step))
+        kind = (step["kind"],) if show_kind else ()
+        table.add_row(str(step["index"]), step["name"], *kind, step["status"], _step_detail(step))
     console.print(table)
     for call in result.get("next") or []:
         console.print(f"next: {' '.join(call['argv'])}", soft_wrap=True)
