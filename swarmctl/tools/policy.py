@@ -97,8 +97,9 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     format to 4, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
     of the op restores the policy before it."""
     actor = ctx.require_actor()
+    admins = rules.parse(req.policy).admins  # before anything is opened: a bad file says so first
     size = len(req.policy.encode("utf-8", "surrogatepass"))
-    if size > MAX_POLICY_BYTES:  # every write reads it, holding the store's lock
+    if size > MAX_POLICY_BYTES:  # every write reads it, holding the lock (what does not parse says so first)
         raise SwarmError(
             "E_INVALID_ARG",
             f"the policy is {size} bytes; a policy may be at most {MAX_POLICY_BYTES} bytes",
@@ -106,7 +107,6 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
             hint="A policy holds rules, read by every write: name refs and actors by globs "
             "(`release/*`, `agent/**`) rather than one entry each.",
         )
-    admins = rules.parse(req.policy).admins  # before anything is opened: a bad file says so first
     if admins is not None and not any(rules.may_match_an_actor(glob) for glob in admins):
         said = "admins = []" if not admins else f"admins = {json.dumps(list(admins))}, which matches no actor (kind/name),"
         raise SwarmError(
