@@ -153,7 +153,13 @@ class Bounds:
         if isinstance(frame, Unanswerable):
             answer = _json_rpc_error(400, frame.code, frame.message, frame.data, frame.request_id)
             return await _respond(send, answer)
-        opening = isinstance(frame, SessionMessage) and getattr(frame.message, "method", None) == "initialize"
+        method = getattr(frame.message, "method", None) if isinstance(frame, SessionMessage) else None
+        if method == "notifications/cancelled":
+            # Ignored, as MCP lets a receiver do: a call runs to its end, its op (if any)
+            # committed, as when its client goes away, and is answered with its envelope. Passed
+            # on, the SDK answered "Request cancelled" for a call that had written its op.
+            return await _respond(send, (202, b""))
+        opening = method == "initialize"
         if opening and self.door.sessions is not None and self.door.sessions.full(scope.get("user")):
             message = f"Too many open sessions for this token (at most {SESSIONS_PER_TOKEN}): end one (HTTP DELETE) first"
             return await _respond(send, _json_rpc_error(429, types.INVALID_REQUEST, message, {"max_sessions": SESSIONS_PER_TOKEN}))

@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -622,3 +623,38 @@ def test_a_revoked_tokens_open_stream_is_ended(sw):
             for _ in stream.iter_bytes():  # pings (every 15 s), until the server ends the stream
                 assert time.monotonic() < deadline, "the revoked token's stream is still open"
         assert _post(server.url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, made["token"], **session).status_code == 401
+
+
+def test_a_cancelled_call_runs_to_its_end_and_is_answered_with_its_envelope(sw):
+    """`notifications/cancelled` for a call under way: the call ran and committed, and the
+    client was told "Request cancelled" (-32800); retried, it would do its work again."""
+    cs = _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    (sw.tmp / "wf.toml").write_text(
+        'name = "w"\n[[step]]\nname = "wait"\n'
+        'run = ["/bin/sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.01; done"]\n'
+        '[[step]]\nname = "move"\nref_set = { name = "after-cancel", to = "%s" }\n' % cs
+    )
+    with _serve(sw, "--allow-run") as server:
+        session = _session(server.url, token)
+        answers: list[httpx2.Response] = []
+        call = threading.Thread(target=lambda: answers.append(
+            _post(server.url, _call("workflow_run", {"file": str(sw.tmp / "wf.toml")}, 77), token, **session)))
+        call.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not (sw.tmp / "started").exists():
+                assert time.monotonic() < deadline and call.is_alive(), "the step never started"
+                time.sleep(0.01)
+            cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}}
+            assert _post(server.url, cancelled, token, **session).status_code == 202
+        finally:
+            (sw.tmp / "go").touch()
+            call.join(timeout=60)
+    (answer,) = answers
+    data = [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    (reply,) = [d for d in data if d.get("id") == 77]
+    assert "error" not in reply, reply
+    envelope = reply["result"]["structuredContent"]
+    assert envelope["ok"] and envelope["result"]["workflow"]["state"] == "completed", envelope
+    assert any(r["name"] == "after-cancel" for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"])
