@@ -11,7 +11,7 @@ import pytest
 
 import swarmctl
 
-from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, build_golden_store, child_commands, open_files
+from core_helpers import AGENT, ALICE, UNDO_REFERENCE_TEXT, as_, build_golden_store, child_commands, open_files
 from golden import Normalizer
 from mcp_client import INITIALIZE, INITIALIZED, McpClient, RawServer
 from swarm import StoreNormalizer
@@ -395,3 +395,16 @@ def test_a_client_that_closes_its_end_of_stdout_ends_the_server_quietly(sw):
         server.send(INITIALIZE)
         status = server.proc.wait(timeout=60)
         assert (status, server.proc.stderr.read()) == (0, "")
+
+
+def test_undo_is_not_announced_idempotent_for_at_takes_back_its_own_undo(sw):
+    """`undo {"op": "@"}` twice: the second takes back the first (`@` is the caller's newest op,
+    then the undo), so a client retrying a call announced idempotent redid the change."""
+    build_golden_store(sw)
+    first = sw.ok(*as_(sw, AGENT), "call", "undo", '{"op": "@"}')
+    second = sw.ok(*as_(sw, AGENT), "call", "undo", '{"op": "@"}')
+    assert second["undone"] == first["op"] and second["op"] is not None
+    from swarmctl import registry
+    from swarmctl.mcp import tool_listing
+
+    assert tool_listing(registry.get("undo"))["annotations"]["idempotentHint"] is False  # as tools/list gives it

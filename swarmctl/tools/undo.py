@@ -307,7 +307,9 @@ def _first_to_undo(conn: Conn, found: list[conflicts.Conflict]) -> tuple[int | N
 UNDO = Tool(
     name="undo", cli=("op", "undo"), title="undo", summary="Undo an operation.",
     request=UndoReq, result=UndoResult, run=undo,
-    annotations=Annotations(read_only=False, destructive=True, idempotent=True), mutates=True,
+    # Not idempotent: `@` names the caller's newest op, which after one undo is that undo, so
+    # the same call again takes the undo back. (A numbered op undone again changes nothing.)
+    annotations=Annotations(read_only=False, destructive=True, idempotent=False), mutates=True,
     group_commit=True,
 )
 
