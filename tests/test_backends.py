@@ -184,6 +184,14 @@ def test_a_url_libpq_cannot_use_is_invalid_not_unreachable(sw, pg_cluster, optio
     assert pg_cluster.psql(f"SELECT count(*) FROM pg_namespace WHERE nspname = '{sw.url.rpartition('schema=')[2]}'") == "[(0,)]"
 
 
+@pytest.mark.parametrize("where", ["localhost:notaport", "db.invalid:99999999", "127.0.0.1:abc", "h1:5432,h2:x"])
+def test_a_port_that_is_not_a_port_is_invalid_before_any_host_is_looked_up(sw, where):
+    """With a host name, libpq looked the host up first: E_UNAVAILABLE, "failed to resolve host"."""
+    ran = sw("--repo", f"postgresql://u:pw@{where}/swarm?schema=x", "op", "log")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.envelope
+    assert ran.error["message"].startswith("the store's URL cannot be used: ") and "pw" not in ran.stdout
+
+
 @POSTGRES
 def test_a_store_url_is_read_as_libpq_reads_it_and_nothing_in_it_is_guessed(sw, pg_cluster):
     """A schema PostgreSQL keeps for itself (`pg_catalog` was E_INTERNAL, "a bug"; a superuser's
@@ -388,3 +396,32 @@ def test_the_store_password_reaches_a_step_command_only_where_its_env_names_it(s
     assert f"SWARMCTL_REPO={sw.url}\n" in plain  # the store, without its password
     assert f"PGPASSWORD={secret}\n" in (sw.tmp / "asks.env").read_text()
     assert secret not in ran.stdout + ran.stderr
+
+
+@POSTGRES
+def test_a_head_row_that_disagrees_with_the_newest_op_is_a_damaged_store_not_a_bug(sw):
+    """The head row set back by psql: the next write took an op number already used, and said
+    E_INTERNAL, "a bug in swarmctl" (UniqueViolation). `store check` calls it `head_row`."""
+    sw.ok("--as", ALICE, "init", sw.store)
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "m", "--ref", "main")
+    conn = connect(sw.store)
+    try:
+        conn.execute("UPDATE head SET last_op = last_op - 1")
+    finally:
+        conn.close()
+    ran = sw(*as_(sw, ALICE), "ref", "set", "q", "main")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+    assert "the head row names op 1, but the newest op is 2" in ran.error["message"]
+    assert op_count(sw.store) == 2
+
+
+@POSTGRES
+def test_init_where_the_schema_holds_a_table_of_a_stores_name_is_e_state_and_makes_nothing(sw, pg_cluster):
+    """A schema holding a `refs` table of its own: init was E_INTERNAL (DuplicateTable)."""
+    schema = sw.url.rsplit("schema=", 1)[1]
+    pg_cluster.psql(f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".refs(name text, foo int)', "swarm")
+    ran = sw("--as", ALICE, "init", sw.store)
+    assert (ran.exit, ran.error["code"]) == (7, "E_STATE"), ran.stdout
+    assert "refs" in ran.error["message"] and "Nothing was made" in ran.error["hint"]
+    tables = pg_cluster.psql(f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'", "swarm")
+    assert tables == "[('refs',)]", tables

@@ -129,6 +129,15 @@ class PostgresStore(Store):
                 isinstance(exc, SwarmError) and isinstance(exc.__cause__, psycopg.errors.UniqueViolation)
             ):
                 raise _already_a_store(url, " (made by another process just now)") from None
+            if isinstance(exc, (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)):
+                raise SwarmError(  # a table of a store's name, but no store's meta: not ours
+                    "E_STATE",
+                    f"the schema {url.schema} already holds something of the name of a store's table, but no "
+                    f"store: {errors.scrub_text(exc, url)}",
+                    details={"path": url.shown, "schema": url.schema},
+                    hint="Nothing was made. Name another schema with ?schema=NAME in the URL, or drop what is "
+                    "there if it is yours.",
+                ) from None
             if isinstance(exc, psycopg.Error):
                 raise errors.translate(exc, url) from exc
             raise
@@ -204,7 +213,13 @@ class PostgresStore(Store):
                 details={"repo": self.repo},
                 hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
             )
-        return self._now()
+        at = self._now()
+        newest = self._head.op if self._head is not None else 0
+        if found[0] != newest:  # the next op's number would be taken, or skip some (`store check`: head_row)
+            from swarmctl.store.errors import Problem, damaged
+
+            raise damaged([Problem("head_row", f"the head row names op {found[0]}, but the newest op is {newest}")])
+        return at
 
     def _now(self) -> str:
         """The server's now, but never earlier than the newest op, within the clock skew
@@ -274,6 +289,14 @@ def _connect(url: StoreUrl) -> PgConn:
     if "connect_timeout" not in url.libpq and "PGCONNECT_TIMEOUT" not in os.environ:
         options["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
     try:
+        # A port that is not a number: libpq says so only after looking the host up in DNS
+        # (`localhost:notaport` was E_UNAVAILABLE, "failed to resolve host"), and only for a
+        # host name; asked here, it is the URL's fault whatever the host, and nothing is tried.
+        for port in str(psycopg.conninfo.conninfo_to_dict(url.libpq).get("port") or "").split(","):
+            if port and not digits(port.strip()):
+                raise psycopg.ProgrammingError(f'invalid integer value "{port}" for connection option "port"')
+            if port and not 0 < int(port) < 65536:
+                raise psycopg.ProgrammingError(f'invalid port number: "{port}"')
         raw = psycopg.connect(url.libpq, autocommit=True, application_name="swarmctl", **options)
     except psycopg.Error as exc:
         raise errors.connect_failure(exc, url) from None
