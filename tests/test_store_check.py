@@ -372,3 +372,20 @@ def test_a_write_naming_content_planted_under_its_id_is_refused(sw, backend):
     assert ran.exit == 9 and ran.error["code"] == "E_STORE_CORRUPT", ran.stdout
     assert "does not hash to its id" in ran.error["message"] + json.dumps(ran.error["details"])
     assert op_count(sw.store) == before
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_check_that_cannot_read_leaves_the_others_to_run_on_either_store(sw):
+    """A table dropped and a ref edited: on PostgreSQL the first failed query aborted the
+    check's transaction, and every check after it said only "current transaction is aborted",
+    the edited ref among them (SQLite went on and found it)."""
+    from core_helpers import tamper
+
+    ids = build_golden_store(sw)
+    with tamper(sw.store) as conn:
+        conn.execute("DROP TABLE time_breaks")
+        conn.execute(f"UPDATE refs SET target = '{ids['base']}' WHERE name = 'main'")
+    ran = check(sw, sw.store)
+    problems = ran.error["details"]["problems"]
+    assert "refs_match_log" in codes(ran), problems
+    assert not any("aborted" in p["message"] for p in problems), problems

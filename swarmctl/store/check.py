@@ -82,14 +82,24 @@ _NOT_DAMAGE = ("42501", "57014", "08", "57P", "53", "40001", "40P01")
 
 
 def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
+    # On PostgreSQL a failed query aborts the transaction, and every check after it said only
+    # "current transaction is aborted": each runs in a savepoint, and a failure is undone alone.
+    savepoint = dialect(conn) != SQLITE
+    if savepoint:
+        conn.execute("SAVEPOINT a_check")
     try:
-        return run(conn)
+        found = run(conn)
     except Exception as exc:  # noqa: BLE001 - whatever stops a check is what it found
         state = getattr(exc, "sqlstate", None)
         if isinstance(state, str) and state.startswith(_NOT_DAMAGE):
             raise
+        if savepoint:
+            conn.execute("ROLLBACK TO SAVEPOINT a_check")
         name = getattr(run, "__name__", "check").strip("_")
         return [Problem("unreadable", f"{name}: the store cannot be read here: {type(exc).__name__}: {exc}")]
+    if savepoint:
+        conn.execute("RELEASE SAVEPOINT a_check")
+    return found
 
 
 # --- the cheap checks every write makes --------------------------------------------------------
