@@ -84,7 +84,7 @@ _NOT_DAMAGE = ("42501", "57014", "08", "57P", "53", "40001", "40P01")
 def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
     # On PostgreSQL a failed query aborts the transaction, and every check after it said only
     # "current transaction is aborted": each runs in a savepoint, and a failure is undone alone.
-    savepoint = dialect(conn) != SQLITE
+    savepoint = dialect(conn) != SQLITE and conn.in_transaction()  # (autocommit: nothing to abort)
     if savepoint:
         conn.execute("SAVEPOINT a_check")
     try:
