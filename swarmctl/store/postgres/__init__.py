@@ -50,6 +50,7 @@ class PostgresStore(Store):
         super().__init__(url.shown, conn, readonly)
         self.url = url
         self.request: str | None = None
+        self._clock = ""  # the server's time, as the write's first query read it
 
     # --- opening -------------------------------------------------------------------------
 
@@ -213,26 +214,29 @@ class PostgresStore(Store):
                 details={"repo": self.repo},
                 hint="Nothing was written. Restore the store from a backup, or inspect it with `psql`.",
             )
-        at = self._now()
+        self._read_newest()
         newest = self._head.op if self._head is not None else 0
         if found[0] != newest:  # the next op's number would be taken, or skip some (`store check`: head_row)
             from swarmctl.store.errors import Problem, damaged
 
             raise damaged([Problem("head_row", f"the head row names op {found[0]}, but the newest op is {newest}")])
-        return at
+        return self._now()
 
-    def _now(self) -> str:
-        """The server's now, but never earlier than the newest op, within the clock skew
-        allowed (store.db.op_time). The newest op, read in the same round trip, is the write's
+    def _read_newest(self) -> None:
+        """The newest op and the server's clock, in one round trip. The newest op is the write's
         `_head` (its time and hash, which the op appended next follows): the head row is
         locked, so no other writer appends meanwhile."""
         hashed = "hash" if self.format >= 2 else "NULL"  # a format-1 store has no hashes
-        now, op, at, hashed_as = self.conn.native(
+        self._clock, op, at, hashed_as = self.conn.native(
             f"SELECT {_NOW}, newest.* FROM (SELECT 1) AS one "
             f"LEFT JOIN (SELECT op, at, {hashed} FROM ops ORDER BY op DESC LIMIT 1) AS newest ON true"
         ).fetchone()
         self._head = Head(op, at, hashed_as) if op is not None else None
-        return op_time(now, at)
+
+    def _now(self) -> str:
+        """The server's now (read with the newest op), but never earlier than the newest op,
+        within the clock skew allowed (store.db.op_time)."""
+        return op_time(self._clock, self._head.at if self._head is not None else None)
 
     def _next_op(self) -> int:
         return self.conn.native("UPDATE head SET last_op = last_op + 1 WHERE id = 1 RETURNING last_op").fetchone()[0]
