@@ -55,6 +55,7 @@ def read_request(tool: Tool, arguments: Any) -> Request:
             details={"type": tool.request.__name__},
         )
     arguments, ignored = fields.read(tool.request, arguments)
+    arguments = _whole_floats_as_ints(tool.request, arguments)
     constraints.check(tool.request, arguments)  # the CLI's check too: one message at every door
     request = plain_request(tool.request, arguments)
     if request is None:
@@ -62,6 +63,34 @@ def read_request(tool: Tool, arguments: Any) -> Request:
 
         request = schemas.validated(tool, arguments)
     return Request(request, ignored)
+
+
+def _whole_floats_as_ints(request: type, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`1.0` (or `1E0`) for a field that takes an integer is that integer: JSON Schema, which
+    the tools' inputSchema is written in, counts a number with no fraction as an integer, and
+    a client may send one so. Any other float stays what it is (and does not fit)."""
+    takes_int = _int_fields(request)
+    if not any(type(v) is float for v in arguments.values()):
+        return arguments
+    return {
+        name: int(v) if name in takes_int and type(v) is float and v.is_integer() and abs(v) <= MAX_INT else v
+        for name, v in arguments.items()
+    }
+
+
+@lru_cache(maxsize=None)
+def _int_fields(request: type) -> frozenset[str]:
+    hints = typing.get_type_hints(request, include_extras=True)
+
+    def takes_int(annotation: Any) -> bool:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            return takes_int(get_args(annotation)[0])
+        if origin in (typing.Union, types.UnionType):
+            return any(takes_int(a) for a in get_args(annotation))
+        return annotation is int
+
+    return frozenset(f.name for f in dataclasses.fields(request) if f.init and takes_int(hints[f.name]))
 
 
 def validate_request(tool: Tool, arguments: Any) -> Any:

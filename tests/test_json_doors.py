@@ -181,3 +181,15 @@ def test_schema_and_the_reference_page_show_the_other_names(sw):
 
     page = (Path(__file__).parent.parent / "docs" / "reference" / "workflow_rollback.md").read_text()
     assert "workflow_id" in page and "`true`" in page
+
+
+def test_a_whole_number_written_as_a_float_is_that_integer_as_json_schema_counts_it(sw):
+    """The inputSchema says `"type": "integer"`, which JSON Schema satisfies with `1.0`; the
+    tools refused it ("Input should be a valid integer"). A fraction is still refused."""
+    build_golden_store(sw)
+    for text in ('{"op": 6.0}', '{"op": 6E0}'):
+        assert sw.ok(*as_(sw, AGENT), "call", "op_show", text)["op"] == 6
+    assert len(sw.ok(*as_(sw, AGENT), "call", "op_log", '{"limit": 2.0}')["ops"]) == 2
+    for text in ('{"op": 6.5}', '{"op": 1e300}', '{"op": true}'):
+        ran = sw(*as_(sw, AGENT), "call", "op_show", text)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), text
