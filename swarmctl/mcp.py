@@ -191,6 +191,7 @@ def read_frame(line: str) -> SessionMessage | Unanswerable:
         return Unanswerable(types.PARSE_ERROR, "Parse error: the line is not JSON")
     except ValueError as exc:
         return Unanswerable(types.PARSE_ERROR, f"Parse error: {jsontext.not_read(exc, 'the line')}")
+    request_id = None
     if isinstance(pairs, jsontext.Pairs):
         request_id = pairs.get("id") if sum(1 for k, _ in pairs if k == "id") == 1 else None
         if not _valid_id(request_id):
@@ -207,7 +208,8 @@ def read_frame(line: str) -> SessionMessage | Unanswerable:
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception:  # JSON, but no message: answered here, in the same words on stdio and HTTP
-        return Unanswerable(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message")
+        # Answered under its id where one can be read (JSON-RPC: null only when it cannot be).
+        return Unanswerable(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message", request_id)
     rejected = jsontext.arguments_named_twice(line)
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
 

@@ -261,14 +261,19 @@ def test_a_line_that_is_no_message_gets_a_json_rpc_error_and_the_server_serves_o
     build_golden_store(sw)
     with RawServer(sw.store, AGENT) as server:
         server.initialize()
-        not_json, not_a_message, after = server.exchange(
+        not_json, not_a_message, bad_params, old_version, after = server.exchange(
             "this is not json",
             '{"hello": "world"}',
+            {"jsonrpc": "2.0", "id": 17, "method": "tools/call", "params": []},
+            {"jsonrpc": "1.0", "id": 27, "method": "ping"},
             {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "op_show", "arguments": {"op": 6}}},
         )
         server.close()
     assert not_json == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: the line is not JSON"}}
     assert not_a_message["id"] is None and not_a_message["error"]["code"] == -32600
+    # Not messages, but their ids can be read: answered under them (null was for no id at all).
+    assert (bad_params["id"], bad_params["error"]["code"]) == (17, -32600)
+    assert (old_version["id"], old_version["error"]["code"]) == (27, -32600)
     assert after["id"] == 9 and after["result"]["structuredContent"]["result"]["op"] == 6
 
 
