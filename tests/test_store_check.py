@@ -389,3 +389,5 @@ def test_a_check_that_cannot_read_leaves_the_others_to_run_on_either_store(sw):
     problems = ran.error["details"]["problems"]
     assert "refs_match_log" in codes(ran), problems
     assert not any("aborted" in p["message"] for p in problems), problems
+    # And the table gone is named (a store of this format has every table a new one is made with).
+    assert any(p["code"] == "format_tables" and "lacks its table time_breaks" in p["message"] for p in problems)

@@ -22,6 +22,7 @@ from swarmctl.store.schema import (
     POLICIES,
     POLICY_FORMAT,
     REF_MOVES_INDEXES,
+    SCHEMA,
     TIME_BREAKS,
     tokens_table,
 )
@@ -101,14 +102,31 @@ def _has(conn: Conn, table: str, column: str | None) -> bool:
 
 
 def format_mismatch(conn: Conn) -> str | None:
-    """Why the store's tables are not those of the format it records (None: they are)."""
+    """Why the store's tables are not those of the format it records (None: they are). A store
+    of this swarmctl's format (or the policy format after it) has every table a new store is
+    made with; older formats made some tables only when first needed, so they are not asked."""
     recorded = stored_format(conn)
     for version, (table, column) in MARKS.items():
         if _has(conn, table, column) != (version <= recorded):
             what = f"table {table}" if column is None else f"column {table}.{column}"
             has = "has" if version > recorded else "lacks"
             return f"the store records format {recorded} but {has} the {what} of format {version}"
+    if recorded >= FORMAT_VERSION:
+        for table in _made_tables(dialect(conn) == SQLITE):
+            if not _has(conn, table, None):
+                return f"the store records format {recorded} but lacks its table {table}"
     return None
+
+
+def _made_tables(sqlite: bool) -> list[str]:
+    """The tables a new store is made with, in the order it makes them."""
+    import re
+
+    if sqlite:
+        text = SCHEMA
+    else:
+        from swarmctl.store.postgres.schema import SCHEMA as text
+    return list(dict.fromkeys(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", text)))
 
 
 def upgrade(conn: Conn) -> int | None:
