@@ -241,15 +241,21 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
         for op in ops
     ]
     how = {"op": "keep", "when": "whole", "actor": "keep", "kind": "keep", "description": "cut", "ref moves": "cut"}
-    natural = {c: max([len(c), *(_cells(line) for r in rows for line in r[c].split("\n"))]) for c in how}
     # At a narrow terminal the ref moves go first, then the time; op, actor and kind stay whole.
-    fit = Fit(
-        console.width, [(c, natural[c], how[c]) for c in how], drop=["ref moves", "when", "description"],
-        least={"ref moves": 24},  # shorter, a move shows neither of its ids
-    )
+    _fitted(console, rows, how, drop=["ref moves", "when", "description"],
+            least={"ref moves": 24}, title=title)  # shorter, a move shows neither of its ids
+
+
+def _fitted(console, rows: list[dict[str, str]], how: dict[str, str], *, drop: list[str],
+            least: dict[str, int] | None = None, right: tuple[str, ...] = (), title: str | None = None) -> None:
+    """Rows (column -> text) as a table that fits the terminal (`Fit`: `how` each column is
+    kept, and the order `drop` leaves them out), a line a row, cut text ending in `…`;
+    the columns named in `right` right-aligned."""
+    natural = {c: max([len(c), *(_cells(line) for r in rows for line in r[c].split("\n"))]) for c in how}
+    fit = Fit(console.width, [(c, natural[c], how[c]) for c in how], drop=drop, least=least)
     table = fit.table(title=title)
     for column, width in fit.widths.items():
-        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis")
+        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis", justify="right" if column in right else "left")
     for row in rows:
         table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
     console.print(table)
@@ -465,15 +471,7 @@ def _workflows(console, result: dict[str, Any]) -> None:
     ]
     how = {"workflow": "keep", "name": "cut", "state": "keep", "steps done": "whole", "created by": "cut",
            "created": "whole", "updated": "whole"}
-    natural = {c: max([len(c), *(_cells(r[c]) for r in rows)]) for c in how}
-    fit = Fit(console.width, [(c, natural[c], how[c]) for c in how],
-              drop=["created", "created by", "updated", "steps done", "name"])
-    table = fit.table()
-    for column, width in fit.widths.items():
-        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis")
-    for row in rows:
-        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
-    console.print(table)
+    _fitted(console, rows, how, drop=["created", "created by", "updated", "steps done", "name"])
     if result.get("has_more"):
         console.print("[dim]more: raise --limit[/]")
 
@@ -495,14 +493,7 @@ def _tokens(console, result: dict[str, Any]) -> None:
     ]
     how = {"id": "keep", "actor": "keep", "access": "whole", "expires": "whole", "revoked": "whole",
            "created": "whole", "created by": "cut"}
-    natural = {c: max([len(c), *(_cells(r[c]) for r in rows)]) for c in how}
-    fit = Fit(console.width, [(c, natural[c], how[c]) for c in how], drop=["created by", "created", "access", "expires"])
-    table = fit.table()
-    for column, width in fit.widths.items():
-        table.add_column(column, width=width, no_wrap=True, overflow="ellipsis", justify="right" if column == "id" else "left")
-    for row in rows:
-        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
-    console.print(table)
+    _fitted(console, rows, how, drop=["created by", "created", "access", "expires"], right=("id",))
 
 
 def _step_detail(step: dict[str, Any]) -> str:
