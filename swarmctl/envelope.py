@@ -47,7 +47,12 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_NOTHING_TO_UNDO", 7, "the operation moved no ref, or a revert or restore has nothing to take back"
         ),
-        ErrorCode("E_BUSY", 8, "the store stayed locked past the timeout; safe to retry; a workflow run that meets it once the workflow exists names it (`details.workflow`, `next`: its status): resume it, do not run its file again"),
+        ErrorCode(
+            "E_BUSY",
+            8,
+            "the store stayed locked past the timeout; safe to retry; a workflow run that meets it once the "
+            "workflow exists names it (`details.workflow`, `next`: its status): resume it, do not run its file again",
+        ),
         ErrorCode("E_STORE_CORRUPT", 9, "the store fails its own checks; nothing was written"),
         ErrorCode(
             "E_STORE_VERSION",

@@ -533,7 +533,8 @@ def _workflow_status(console, result: dict[str, Any]) -> None:
     whole = {"#": [str(s["index"]) for s in result["steps"]], "kind": [s["kind"] for s in result["steps"]],
              "status": [s["status"] for s in result["steps"]]}
     widths = {c: max([len(c), *map(_cells, values)]) for c, values in whole.items()}
-    show_kind = sum(widths.values()) + 3 * 5 + 1 + 2 * 10 <= console.width
+    folded_least = 20  # the step's name and the detail, 10 cells each at the least
+    show_kind = sum(widths.values()) + Fit.overhead(5, bordered=True) + folded_least <= console.width
     table = Table()
     table.add_column("#", no_wrap=True, min_width=widths["#"], justify="right")
     table.add_column("step", overflow="fold", min_width=4)

@@ -7,8 +7,9 @@ but the selection moved the ref since: every later move must be by a selected op
 that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
 undo cancel out), or an op outside the selection that was taken back since, with the undo that
 took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
-back netted out, there and back: an earlier part of a revert made in parts). Any other move, even one later moved back by another move, is
-someone else's work in between, and stops the revert (E_CAS_MISMATCH, naming those ops).
+back netted out, there and back: the later part of a revert made in parts). Any other move, even
+one later moved back by another move, is someone else's work in between, and stops the revert
+(E_CAS_MISMATCH, naming those ops).
 """
 
 from __future__ import annotations
