@@ -169,6 +169,29 @@ def test_a_command_step_is_one_transaction(sw, monkeypatch):
     assert (per_rollback[3] - per_rollback[1]) / 2 == 1
 
 
+def test_the_workflows_state_is_written_only_when_it_changes(sw, monkeypatch):
+    """A column an UPDATE names has its index entries rewritten even where its value stays
+    (SQLite), so `state` named at every step cost every step's commit a page of the state
+    index: it is named once, as the run starts."""
+    from swarmctl.store import workflows
+    from wfkit import Kit
+
+    changes, real = [], workflows.renew_lease
+
+    def renew_lease(conn, workflow_id, owner, until, change=None, at=None):
+        changes.append(change)
+        return real(conn, workflow_id, owner, until, change, at)
+
+    monkeypatch.setattr(workflows, "renew_lease", renew_lease)
+    flow = 'name = "w"\n' + "".join(f'[[step]]\nname = "s{i}"\nrun = ["./mark.sh", "do{i}"]\n' for i in range(4))
+    kit = Kit(sw)
+    _, wf = kit.run(flow, name="w.toml")
+    named = [c for c in changes if c and "state" in c]
+    assert [c["state"] for c in named] == ["running"], changes
+    assert [c["cursor"] for c in changes if c and "cursor" in c] == [1, 2, 3, 4], changes
+    assert kit("workflow", "status", wf).result["workflow"]["state"] == "completed"
+
+
 def test_waiting_on_a_command_ends_when_it_does_and_a_timeout_still_kills_it(tmp_path):
     """process.run_command waits on a pidfd: an exit status comes back as it is, and a command
     that outlives its timeout is killed (SIGTERM to its group)."""

@@ -207,13 +207,20 @@ class Executor:
         self.wf.state = "completed"
         return None
 
+    def _running_at(self, step: Step) -> dict[str, Any]:
+        """The workflow's change as `step` starts: its cursor, and its state only where the state
+        changes. A column named in an UPDATE rewrites its indexes' entries even when its value
+        stays (SQLite): `state` a step would cost every step's commit a page of the state index."""
+        return {"cursor": step.idx} if self.wf.state == "running" else {"state": "running", "cursor": step.idx}
+
     def _run_store_step(self, step: Step) -> None:
         try:
             with self._owned_write() as w:
                 op, moves = self._store_change(w, step)
                 result = {"ref_moves": moves}
                 self._set(w, step, status="success", op=op, result=result, started_at=w.at, finished_at=w.at,
-                          attempts=step.attempts + 1, workflow={"state": "running", "cursor": step.idx})
+                          attempts=step.attempts + 1, workflow=self._running_at(step))
+            self.wf.state = "running"
             step.status, step.op, step.result = "success", op, result
         except SwarmError as exc:
             result = {"error": {"code": exc.code, "message": exc.message, "details": exc.details, "hint": exc.hint}}
@@ -242,7 +249,7 @@ class Executor:
                                    attempts=step.attempts + 1, **group)
 
         outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running",
-                                change={"state": "running", "cursor": step.idx})
+                                change=self._running_at(step))
         result = self._outcome(step, outcome)
         status = "success" if outcome.ok else "failed"
         began = step.status == "running"
@@ -282,6 +289,7 @@ class Executor:
             with self._owned_write(change) as w:
                 begin(w, command_pid=group.pid, command_start=group.start)
             step.status = status
+            self.wf.state = change.get("state", self.wf.state)
 
         try:
             return process.run_command(
