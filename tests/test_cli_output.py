@@ -210,6 +210,40 @@ def test_a_signal_says_whether_the_change_was_written(sw, store, sig, when):
     assert sw.ok("--repo", store, "store", "check")["problems"] == []
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("parser", ["fast", "typer"])
+def test_a_signal_while_a_file_argument_is_read_still_gives_one_envelope(sw, store, sig, parser):
+    """`policy set FILE` reads its file before anything runs; FILE may be a pipe or a FIFO that
+    waits for its writer. A Ctrl-C or SIGTERM there ended swarmctl with exit 130 and nothing on
+    stdout. It is E_INTERRUPTED, as any command stopped by a signal says, and nothing is written.
+    (`--` leaves the command line to Typer's parser; without it the fast parse reads it.)"""
+    fifo = sw.tmp / "policy.fifo"
+    os.mkfifo(fifo)
+    words = ["--", str(fifo)] if parser == "typer" else [str(fifo)]
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", store, "--as", ALICE, "policy", "set", *words],
+        env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:  # a FIFO opens for writing without waiting only once its reader has it open
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+    try:
+        proc.send_signal(sig)  # swarmctl is reading: nothing comes, and no end-of-file while we hold it
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130, (out, err)
+    envelope = json.loads(out)
+    assert (envelope["op"], envelope["error"]["code"]) == ("policy_set", "E_INTERRUPTED"), envelope
+    assert envelope["error"]["details"]["signal"] == signal.Signals(sig).name and "Traceback" not in err, err
+    assert sw.ok("--repo", store, "op", "log", "-n", "1")["ops"][0]["kind"] != "policy_set"
+
+
 def test_closed_standard_streams(sw, store):
     """Started with stdout, stdin or stderr closed (`>&-`, `<&-`, `2>&-`), a command runs as it
     would have and exits with its status: what it prints goes nowhere, and no traceback."""

@@ -39,11 +39,17 @@ GLOBAL_FLAGS: dict[str, GlobalOption] = {flag: o for o in GLOBAL_OPTIONS for fla
 
 
 class Parsed(NamedTuple):
-    """A command line read: the tool it names, the global options, the tool's request."""
+    """A command line read: the tool it names, the global options, the tool's request (or the
+    Ctrl-C or SIGTERM that came while it was made, reading a file it names)."""
 
     tool: Tool
     globals_: Globals
     request: Any
+
+    def made(self) -> Any:
+        if isinstance(self.request, KeyboardInterrupt):
+            raise self.request
+        return self.request
 
 
 class ParsedCall(NamedTuple):
@@ -101,6 +107,8 @@ def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | ParsedCall | 
         return None
     try:
         request = request_from_cli(tool, complete)
+    except KeyboardInterrupt as exc:  # reading a file it names (a pipe, a FIFO): the command says so
+        request = exc
     except Exception:  # an E_INVALID_ARG with its usage text, or anything else: Typer's to tell
         return None
     return Parsed(tool, globals_, request)
@@ -124,7 +132,7 @@ def run(parsed: Parsed | ParsedCall) -> int:
         if isinstance(parsed, ParsedCall):
             text = parsed.text
             return invoking.call(parsed.globals_, parsed.name, invoking.stdin_text if text is None else lambda: text)
-        return invoking.invoke(parsed.tool, parsed.globals_, lambda: parsed.request)
+        return invoking.invoke(parsed.tool, parsed.globals_, parsed.made)
     except KeyboardInterrupt:  # also SIGTERM (Terminated) while printing: typer.core._main's Exit(130)
         return 130
     except EOFError:

@@ -32,6 +32,8 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
             if not globals_.quiet:
                 print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while a file it names was read: nothing ran
+        envelope = failure(tool.name, interrupted(exc), Meta(auth=ctx.auth))
     except Exception as exc:
         import traceback  # here: only a bug gets this far, and it costs every command to import
 

@@ -208,9 +208,8 @@ class Executor:
         return None
 
     def _running_at(self, step: Step) -> dict[str, Any]:
-        """The workflow's change as `step` starts: its cursor, and its state only where the state
-        changes. A column named in an UPDATE rewrites its indexes' entries even when its value
-        stays (SQLite): `state` a step would cost every step's commit a page of the state index."""
+        """The workflow's change as `step` starts: its cursor, and its state where it changes (SQLite
+        rewrites the state index's entry wherever an UPDATE names `state`, even to its value)."""
         return {"cursor": step.idx} if self.wf.state == "running" else {"state": "running", "cursor": step.idx}
 
     def _run_store_step(self, step: Step) -> None:
