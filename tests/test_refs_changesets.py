@@ -46,6 +46,23 @@ def test_ref_compare_and_swap(sw, golden):
     ) == golden
 
 
+def test_an_empty_expect_is_bad_usage_pointing_at_create_not_a_missing_ref(sw):
+    """`--expect "$OLD"` with OLD empty (never set, or read from a ref that did not exist) was
+    E_NOT_FOUND (exit 4), which a script reads as "no such ref"; it names no changeset at all."""
+    ids = build_golden_store(sw)
+    me = as_(sw, ALICE)
+    before = (op_count(sw.store), file_digests(sw.store))
+    for ran in (
+        sw(*me, "ref", "set", "release/v1", ids["base"], "--expect", ""),
+        sw(*me, "ref", "set", "release/v9", ids["base"], "--expect", " "),
+        sw(*me, "ref", "delete", "release/v1", "--expect", ""),
+        sw(*me, "call", "ref_set", json.dumps({"name": "release/v1", "target": ids["base"], "expect": ""})),
+    ):
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+        assert "--expect is empty" in ran.error["message"] and "--create" in ran.error["hint"], ran.error
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+
+
 def test_ref_list_and_show(sw, golden):
     ids = build_golden_store(sw)
     sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", ids["base"])  # 7

@@ -101,7 +101,17 @@ def _not_found(name: str) -> SwarmError:
 
 
 def _check_expect(name: str, expect: str | None) -> None:
-    """`--expect` names what the ref should name now; the ref itself would always match."""
+    """`--expect` names what the ref should name now; the ref itself would always match. Empty,
+    it names nothing (a script's `--expect "$OLD"` where OLD was never set, or read from a ref
+    that did not exist): it was E_NOT_FOUND, which reads as "no such ref"."""
+    if expect is not None and not expect.strip():
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "--expect is empty: it must name the changeset the ref names now",
+            details={"name": name, "expect": expect},
+            hint=f"To move {name} only if it does not exist yet, use --create (ref set); "
+            f"`swarmctl ref show {name}` shows what it names now.",
+        )
     if expect is not None and expect.strip() == name:
         raise SwarmError(
             "E_INVALID_ARG",
