@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from swarmctl import secrets
@@ -19,13 +20,16 @@ def after_run(ctx: Context, wf_id: str, failed: Step | None) -> WorkflowStatus:
     view = status_view(wf)
     if failed is not None:
         step = next(s for s in view.steps if s.name == failed.name)
+        rollback = calls.ROLLBACK.call(workflow=wf_id)
         raise SwarmError(
             "E_STEP_FAILED",
             f"workflow {wf_id} failed at step {failed.name}: {failure_summary(failed)}",
             details={"workflow": wf_id, "state": wf.observed, "step": failed.name, "index": failed.idx,
                      "result": secrets.redact(step.result)},
-            hint="`workflow status` shows every step; preview a rollback, or fix the cause and `workflow resume --retry STEP`.",
-            next=calls.ROLLBACK.call(workflow=wf_id),
+            hint=f"`swarmctl workflow status {wf_id}` shows every step. Preview a rollback with "
+            f"`{shlex.join(rollback['argv'])}`, or fix the cause and "
+            f"`{shlex.join(['swarmctl', 'workflow', 'resume', wf_id, '--retry', failed.name])}`.",
+            next=rollback,
         )
     return view
 
