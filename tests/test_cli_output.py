@@ -433,3 +433,13 @@ def test_an_argument_the_cli_cannot_read_is_bad_usage_with_its_usage_text(sw, st
     assert ran.exit == 2
     assert ran.error["details"]["usage"].startswith("Usage: swarmctl changeset create")
     assert "Usage: swarmctl changeset create" in ran.stderr
+
+
+def test_a_missing_choice_is_named_on_one_line_with_no_escaped_tabs(sw):
+    """Click lists the values of a missing choice argument a line and a tab each; stderr showed
+    the tabs as `\\x09` (control characters are escaped there) and the envelope's message ran
+    over four lines."""
+    ran = sw.process("completion")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+    assert ran.error["message"] == "Missing argument 'SHELL'. Choose from: bash, zsh, fish", ran.error
+    assert "\\x09" not in ran.stderr and "Error: Missing argument 'SHELL'. Choose from: bash, zsh, fish\n" in ran.stderr, ran.stderr

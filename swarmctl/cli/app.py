@@ -229,6 +229,9 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     where = click_ctx.command_path if click_ctx is not None else "swarmctl"
     # With no command Click "fails" with the whole help as its message: say what is missing.
     message = f"missing command: `{where}` needs one" if isinstance(exc, NoArgsIsHelpError) else exc.format_message()
+    # Click lists a missing choice's values a line and a tab each ("Choose from:\n\tbash,\n\tzsh"):
+    # one line, as every other message is (on stderr the tabs read as \x09: inert escapes them).
+    message = " ".join(part.strip() for part in message.split("\n\t"))
     details: dict[str, Any] = {"usage": usage}
     variable = _bad_setting(exc)
     if variable is not None:  # Click names the option; the value came from the variable
