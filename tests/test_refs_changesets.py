@@ -275,6 +275,18 @@ def test_a_backslash_is_part_of_a_file_name_never_a_separator(sw, frozen_clock):
     assert [(f["path"], f["size"]) for f in called["changeset"]["files"]] == [("x/y", 2), ("x\\y", 1)]
 
 
+def test_a_file_path_outside_the_working_directory_says_how_to_give_it(sw):
+    """`--file ../notes.txt` or an absolute path is refused (a path is the file's name in the
+    changeset); the error said so with no hint of what to do instead."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    (sw.tmp / "docs").mkdir()
+    (sw.tmp / "docs" / "notes.txt").write_text("n\n")
+    for given in ("docs/../docs/notes.txt", str(sw.tmp / "docs" / "notes.txt")):
+        ran = sw(*as_(sw, ALICE), "changeset", "create", "-m", "x", "--file", given)
+        assert (ran.exit, ran.error["code"], ran.error["details"]["path"]) == (2, "E_INVALID_ARG", given), ran.stdout
+        assert "run from the directory that holds it" in ran.error["hint"], ran.error
+
+
 def test_a_file_that_is_not_a_regular_file_is_refused_before_it_is_read(sw):
     """A FIFO given as --file waited for a writer for ever (and a SIGTERM then printed no
     envelope); a device was read up to the input bound. Each is E_INVALID_ARG at once."""

@@ -104,6 +104,8 @@ def _check_path(path: str) -> str:
             "E_INVALID_ARG",
             f"file path {path!r} must be relative, without '.', '..' or empty components",
             details={"path": path},
+            hint="A file's path is its name in the changeset, e.g. docs/NOTES.md; with --file, run from "
+            "the directory that holds it and give the path from there.",
         )
     return "/".join(parts)
 
