@@ -54,13 +54,31 @@ def test_an_actor_too_long_for_the_terminal_is_cut_and_the_op_stays(sw, width):
     actor = "agent/" + "nightly-release-bot-" * 3 + "x" * 10
     sw.ok("--as", actor, "init", str(sw.store))
     sw.ok("--repo", str(sw.store), "--as", actor, "changeset", "create", "-m", "hi", "--ref", "main")
-    for args in (("op", "log"), ("op", "show", "2")):
-        ran = sw("--repo", str(sw.store), "-o", "table", *args, env={"COLUMNS": str(width), "TZ": "UTC", "NO_COLOR": "1"})
-        lines = ran.stdout.splitlines()
-        assert ran.exit == 0 and max(len(line) for line in lines) <= width, "\n" + ran.stdout
-        assert re.search(r"^[│ ]*op\b", lines[0] if args[1] == "log" else ran.stdout, re.M), ran.stdout
-        rows = [line for line in lines if re.match(r"^[│ ]*2 ", line)]
-        assert rows and "agent/nightly" in rows[0] and "…" in rows[0], ran.stdout
+    ran = sw("--repo", str(sw.store), "-o", "table", "op", "log", env={"COLUMNS": str(width), "TZ": "UTC", "NO_COLOR": "1"})
+    lines = ran.stdout.splitlines()
+    assert ran.exit == 0 and max(len(line) for line in lines) <= width, "\n" + ran.stdout
+    assert re.search(r"^[│ ]*op\b", lines[0]), ran.stdout
+    rows = [line for line in lines if re.match(r"^[│ ]*2 ", line)]
+    assert rows and "agent/nightly" in rows[0] and "…" in rows[0], ran.stdout
+    # `op show` shows the op in full, a field a line: the actor folded over lines, never cut.
+    shown = sw("--repo", str(sw.store), "-o", "table", "op", "show", "2", env={"COLUMNS": str(width), "TZ": "UTC", "NO_COLOR": "1"})
+    lines = shown.stdout.splitlines()
+    assert shown.exit == 0 and max(len(line) for line in lines) <= width, "\n" + shown.stdout
+    assert re.match(r"op +2 *$", lines[0]) and "…" not in shown.stdout, shown.stdout
+    assert actor in "".join(line[len("description  "):].strip() for line in lines), shown.stdout
+
+
+def test_op_show_shows_the_op_in_full(sw, store):
+    """`-o table op show` printed the op log's one-row table: the description and the ids cut,
+    no hash, no `undone by` of its own. It shows every field a line, ids whole."""
+    op = sw.ok("--repo", store, "op", "show", "6")
+    ran = sw("--repo", store, "-o", "table", "op", "show", "6", env={"COLUMNS": "200", "TZ": "UTC", "NO_COLOR": "1"})
+    fields = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in ran.stdout.splitlines() if line.strip()}
+    assert list(fields) == ["op", "when", "actor", "kind", "description", "undoes", "undone by", "ref moves", "created", "hash"]
+    assert (fields["op"], fields["actor"], fields["description"], fields["hash"]) == ("6", op["actor"], op["description"], op["hash"])
+    assert fields["undone by"] == str(op["undone_by"]) and fields["undoes"] == "-"
+    move = op["ref_moves"][0]
+    assert fields["ref moves"] == f"{move['name']}: {move['old']} → {move['new']}", ran.stdout
 
 
 def test_long_text_is_cut_with_an_ellipsis_and_the_json_keeps_it(sw, store):

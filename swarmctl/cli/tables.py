@@ -664,11 +664,23 @@ def _lines(value: Any, indent: str) -> list[str]:
 
 
 def _op_show(console, result: dict[str, Any]) -> None:
-    _ops_table(console, [result])
-    if result.get("changesets"):
-        console.print("created: " + ", ".join(_short(c) for c in result["changesets"]))
-    if result.get("undoes"):
-        console.print(f"undoes op {result['undoes']}")
+    """One op in full, as `git show` shows a commit: a field a line, ids whole (a narrow terminal
+    folds them, never cuts them). The op log's one-row table cut the description and the ids,
+    and left out the hash."""
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    moves = [f"{m['name']}: {m.get('old') or '(none)'} → {m.get('new') or '(deleted)'}" for m in result["ref_moves"]]
+    for name, value in (
+        ("op", str(result["op"])), ("when", when(result["at"])), ("actor", result["actor"]), ("kind", result["kind"]),
+        ("description", result["description"]), ("undoes", _scalar(result.get("undoes"))),
+        ("undone by", _scalar(result.get("undone_by"))), ("ref moves", "\n".join(moves) or "-"),
+        ("created", "\n".join(result.get("changesets") or []) or "-"), ("hash", _scalar(result.get("hash"))),
+    ):
+        table.add_row(name, value)
+    console.print(table)
 
 
 # The renderer of each result type, by its name (the tool's `result`); any other: `_generic`.
