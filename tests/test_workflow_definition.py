@@ -62,6 +62,23 @@ def test_an_invalid_file_is_refused_naming_step_and_key(sw, case):
     assert kit.marks() == []
 
 
+def test_a_misspelt_key_names_the_key_it_is_a_near_miss_of(sw):
+    """As the JSON doors name a misspelled field (`did_you_mean`): `timout_s` was refused with
+    only the list of the keys allowed."""
+    kit = Kit(sw)
+    for text, step, meant in (
+        ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\ntimout_s = 5\n', "a", "timeout_s"),
+        ('nme = "w"\n' + GOOD_STEP, None, "name"),
+        ('name = "w"\n[[step]]\nname = "a"\nrun = ["x"]\nrollbak = ["y"]\n', "a", "rollback"),
+        ('name = "w"\ncolour = "red"\n' + GOOD_STEP, None, None),
+    ):
+        kit.write(text)
+        error = kit("workflow", "run", "flow.toml").error
+        assert (error["code"], error["details"].get("step"), error["details"].get("did_you_mean")) == ("E_INVALID_ARG", step, meant)
+        assert (f"did you mean {meant!r}?" in error["message"]) == (meant is not None), error["message"]
+    assert kit("workflow", "list", actor=None).result["workflows"] == []
+
+
 def test_secrets_taken_from_the_environment_are_accepted_passed_and_never_shown(sw):
     kit = Kit(sw)
     (kit.dir / "args.sh").write_text('#!/bin/sh\nfor a in "$@"; do echo "$a" >> marks.log; done\n')

@@ -71,6 +71,18 @@ def invalid(message: str, *, step: str | int | None = None, key: str | None = No
     )
 
 
+def _unknown_key(key: str, allowed: set[str], *, before: str = "", after: str = "", step: str | None = None) -> SwarmError:
+    """An unknown key, and the one it is a near miss of (`timout_s`: `timeout_s`), as the JSON
+    doors name a misspelled field."""
+    from swarmctl.fields import near_miss
+
+    meant = near_miss(key, sorted(allowed))
+    return invalid(
+        f"{before}unknown key {key!r}{after}" + (f": did you mean {meant!r}?" if meant else ""),
+        step=step, key=key, **({"did_you_mean": meant} if meant else {}), allowed=sorted(allowed),
+    )
+
+
 # --- reading a file ------------------------------------------------------------------------
 
 
@@ -109,7 +121,7 @@ def check(data: Mapping[str, Any]) -> dict[str, Any]:
     its kind's keys only, timeouts as numbers. Raises E_INVALID_ARG naming step and key."""
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        raise invalid(f"unknown key {unknown[0]!r} at the top of the workflow", key=unknown[0], allowed=sorted(_TOP_KEYS))
+        raise _unknown_key(unknown[0], _TOP_KEYS, after=" at the top of the workflow")
     name = data.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise invalid("the workflow needs a `name`: a string of 1 to 200 characters", key="name")
@@ -148,7 +160,7 @@ def check_step(raw: Any, position: int) -> dict[str, Any]:
         raise invalid(f"step {position}: the name {name!r} is reserved", step=name, key="name")
     unknown = sorted(set(raw) - _STEP_KEYS)
     if unknown:
-        raise invalid(f"step {name}: unknown key {unknown[0]!r}", step=name, key=unknown[0], allowed=sorted(_STEP_KEYS))
+        raise _unknown_key(unknown[0], _STEP_KEYS, before=f"step {name}: ", step=name)
     kinds = [k for k in KINDS if k in raw]
     if len(kinds) != 1:
         what = "has no kind" if not kinds else "has two kinds: " + " and ".join(kinds)
