@@ -144,3 +144,30 @@ def test_the_copy_has_every_key_and_index_a_new_store_has(sw, pg_cluster):
     assert len([k for k in shape if len(k) == 4]) >= 10 and len(shape) > 30, shape
     assert shape == _keys_and_indexes(fresh)
     assert problems(sw.url) == []
+
+
+@pytest.mark.parametrize("fixture", ["format1-store", "format2-store"])
+def test_a_store_of_an_older_format_copied_as_it_is_is_a_whole_store_of_this_format(sw, fixture):
+    """Without --fence the source is read as it is, never upgraded. A format-1 source has no op
+    hashes, and its copy, made in this format, had none either: `store check` failed on every
+    op and every write to the copy was E_STORE_CORRUPT ("does not match its hash"), with no way
+    to repair it (`store upgrade` found nothing to do). The copy records the hashes the upgrade
+    would have, to either kind of store."""
+    import shutil
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    source, upgraded = sw.tmp / "source", sw.tmp / "upgraded"
+    shutil.copytree(fixtures / fixture, source)
+    shutil.copytree(fixtures / fixture, upgraded)
+    sw.ok("--repo", str(upgraded), "--as", ALICE, "store", "upgrade")  # the chain an upgrade in place records
+    chained = {o["op"]: o["hash"] for o in sw.ok("--repo", str(upgraded), "op", "log", "-n", "100")["ops"]}
+    log = sw.ok("--repo", str(source), "op", "log", "-n", "100")["ops"]
+    for copy in (str(sw.tmp / "copy"), sw.url):
+        sw.ok("store", "copy", str(source), copy)
+        assert problems(copy if copy == sw.url else sw.tmp / "copy") == []
+        copied = sw.ok("--repo", copy, "op", "log", "-n", "100")["ops"]
+        assert [{**o, "hash": None} for o in copied] == [{**o, "hash": None} for o in log]
+        assert all(o["hash"] == chained[o["op"]] for o in copied), copied
+        assert sw.ok("--repo", copy, "--as", ALICE, "ref", "set", "after-copy", "main", "--create")["op"] == log[0]["op"] + 1
+    assert sw.ok("--repo", str(source), "store", "check")["format"] == int(fixture[6])  # read, never written

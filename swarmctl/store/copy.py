@@ -76,6 +76,11 @@ def copy_store(
                     counts[table] += len(batch)
                     if progress:
                         progress(table, counts[table])
+            if "hash" not in _shared_columns(conn, "ops", columns["ops"]):
+                # A source of format 1, read as it is (no --fence: never upgraded), has no hashes:
+                # its copy, made in this format, records them as the upgrade would have. Without
+                # them every write to the copy, and `store check`, found its chain broken.
+                migrate.hash_every_op(w.conn)
             w.store.after_load(w.conn)  # before the policy: its guard may hold the copying role
             _copy_policy(conn, w)
 

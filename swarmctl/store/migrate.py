@@ -38,6 +38,12 @@ def _to_2(conn: Conn) -> None:
         if statement.strip():
             conn.execute(statement)
     conn.execute("ALTER TABLE ops ADD COLUMN hash TEXT")
+    hash_every_op(conn)
+
+
+def hash_every_op(conn: Conn) -> None:
+    """Record each op's hash in the chain (ops of format 1 have none): the upgrade to format 2,
+    and `store copy` of a format-1 store read as it is (its copy is made in this format)."""
     hashes = [(link.computed, link.op) for link in chain.walk(conn)]
     conn.executemany("UPDATE ops SET hash = ? WHERE op = ?", hashes)
 
