@@ -170,10 +170,7 @@ class Batch:
         except _ReaderGone:
             return False
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
-            envelope = failure(None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
-            if self.flush():  # the calls before it ended: theirs first
-                self._deliver(envelope)
-            self.status = exit_status(envelope)
+            self.stopped_by(exc, Meta(repo=ctx.repo_path, auth=ctx.auth))
             return False
         self._pending.append(envelope)
         stopping = self.stop_on_error and not envelope["ok"]
@@ -181,6 +178,15 @@ class Batch:
         if stopping or full or not self.stores.grouping:
             return self.flush() and not stopping
         return True
+
+    def stopped_by(self, exc: KeyboardInterrupt, meta: Meta | None = None) -> None:
+        """Ctrl-C or SIGTERM: during a call (rolled back), between two (the door waiting for a
+        line), or held back while a group's envelopes were printed. The calls before it are
+        answered first; then one E_INTERRUPTED envelope, whose exit status is the batch's."""
+        envelope = failure(None, interrupted(exc), meta or Meta())
+        if self.flush():  # the calls before it ended: theirs first
+            self._deliver(envelope)
+        self.status = exit_status(envelope)
 
     def flush(self) -> bool:
         """Commit the open group, then emit its envelopes; False when the reader is gone. Then

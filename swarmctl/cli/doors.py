@@ -238,6 +238,8 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
                     return batch.status
             if not batch.flush():  # the next line is not here yet: answer those before it
                 return batch.status
+    except KeyboardInterrupt as exc:  # waiting for a line, or held back while envelopes were printed
+        batch.stopped_by(exc)
     finally:
         batch.close()
     return batch.status

@@ -167,7 +167,7 @@ class Store:
                 if committing and isinstance(exc, KeyboardInterrupt) and self._commit_done():
                     self._committed(writer)
                 else:
-                    self._roll_back_write(upgraded_from)
+                    self._roll_back_write(upgraded_from, exc)
                 raise
         except self.driver_errors as exc:
             raise self.translate(exc) from exc
@@ -181,8 +181,9 @@ class Store:
         effect (False where the backend cannot tell: the door then says what it says of any write)."""
         return False
 
-    def _roll_back_write(self, upgraded_from: int | None) -> None:
-        """Roll the write back; an upgrade it made goes with it, and later writes make it again."""
+    def _roll_back_write(self, upgraded_from: int | None, cause: BaseException | None = None) -> None:
+        """Roll the write back; an upgrade it made goes with it, and later writes make it again.
+        `cause`: what stopped the write (a backend may name it for what its rollback took along)."""
         self._rollback()
         if upgraded_from is not None:
             self.format = upgraded_from

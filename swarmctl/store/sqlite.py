@@ -303,6 +303,17 @@ class SqliteStore(Store):
         # commits: unchanged since this connection committed its op, the newest op is that op.
         return self._sealed_at is not None and self._sealed_at == self._version
 
+    def _roll_back_write(self, upgraded_from: int | None, cause: BaseException | None = None) -> None:
+        lost_before = self._group_lost
+        super()._roll_back_write(upgraded_from, cause)
+        if self._group_lost is True and lost_before is False and isinstance(cause, KeyboardInterrupt):
+            # A signal that came where the call's savepoint was not (before it was made, or once
+            # it was released into the group) took the whole group back: the calls before it
+            # were interrupted, not lost to "a failure of no known kind" (E_INTERNAL).
+            from swarmctl.envelope import interrupted
+
+            self._group_lost = interrupted(cause)
+
     def _rollback(self) -> None:
         if self._grouping and self.conn.in_transaction:
             try:
