@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from swarmctl import secrets
@@ -109,6 +109,7 @@ def test_a_secret_value_never_survives_redaction(tree, marker, value, prefix):
 
 @given(flag=st.sampled_from(secrets.SECRET_MARKERS), value=_values, args=st.lists(_values.map(str.lower), max_size=4))
 def test_a_secret_flag_value_never_survives_argv_redaction(flag, value, args):
+    assume(value not in " ".join([*args, flag, flag.upper()]))  # else it shows outside the value too
     for argv in (["prog", *args, f"--{flag}", value], ["prog", f"--{flag}={value}", *args], ["prog", f"{flag.upper()}={value}"]):
         shown = redact_argv(argv)
         assert value not in " ".join(shown)
@@ -129,12 +130,16 @@ FORMS = [
 
 @given(marker=st.sampled_from(secrets.SECRET_MARKERS), prefix=_names, value=_values, form=st.sampled_from(FORMS),
        before=st.lists(_values.map(str.lower), max_size=3))
+@example(marker="password", prefix="V", value="Vpassword", form=FORMS[0], before=[])  # the value is the key too
 def test_every_form_of_the_grammar_is_hidden_in_text_and_argv_and_refused_in_a_definition(marker, prefix, value, form, before):
     from swarmctl.envelope import SwarmError
     from swarmctl.tools.workflow import definition
 
     key = (prefix + marker).strip("-_") or marker
     item = form(key, value)
+    # Where the value is also a part of the text around it (`Vpassword=Vpassword`: the key), it
+    # shows there after it was hidden: no test of hiding (a case hypothesis found).
+    assume(value not in " ".join([*before, form(key, ""), "tail"]))
     assert value not in redact_text(" ".join([*before, item, "tail"]))
     argv = ["prog", *before, item]
     assert value not in " ".join(redact_argv(argv))
