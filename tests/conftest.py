@@ -62,7 +62,21 @@ def take_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def same_cases_in_ci() -> None:
+    """In CI (CI=true, as CI services set it) every property test draws the same cases on every
+    run (hypothesis's `derandomize`: a seed from the test itself), so that what lands is decided
+    by the code and not by the cases a run happened to draw. Run anywhere else, each run draws
+    new cases, and one that fails is kept in .hypothesis/ and tried first next time. (A test
+    with its own @seed keeps it either way.)"""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True)
+    if os.environ.get("CI") == "true":  # as tests/pgcluster.py reads it
+        settings.load_profile("ci")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    same_cases_in_ci()
     pin_the_environment()
     keep_the_rewritten_tests()
     take_ctrl_c()
