@@ -112,11 +112,24 @@ def check_actor(actor: str) -> str:
     if not is_actor(actor):
         raise SwarmError(
             "E_INVALID_ARG",
-            f"invalid actor {actor!r}: expected kind/name",
+            f"invalid actor {actor!r}: {_actor_problem(actor)}",
             details={"actor": actor},
             hint="Name the actor as kind/name, e.g. agent/worker-17, human/alice or ci/release.",
         )
     return actor
+
+
+def _actor_problem(actor: str) -> str:
+    """What is wrong with an actor that is not kind/name (ACTOR_PATTERN), said for the part at fault."""
+    kind, slash, name = actor.partition("/")
+    if not slash or not kind or not name:
+        return "expected kind/name"
+    if re.fullmatch(r"[a-z][a-z0-9-]{0,31}", kind) is None:
+        return (f"its kind {kind!r} is more than 32 characters" if len(kind) > 32
+                else f"its kind {kind!r} must be lower case: a letter, then letters, digits or '-'")
+    if len(name) > 128:
+        return f"its name is {len(name)} characters, more than 128"
+    return f"its name {name!r} may hold only ASCII letters, digits, '.', '_', '@', '+' and '-', and must start with a letter or digit"
 
 
 # --- changeset ids -------------------------------------------------------------------------

@@ -786,3 +786,23 @@ def test_every_e_internal_carries_a_correlation_id(tmp_path):
         cid = error.details["correlation_id"]
         assert error.code == "E_INTERNAL" and len(cid) == 12 and error.message.endswith(f"[correlation id {cid}]")
         assert "correlation id" in error.hint
+
+
+@pytest.mark.parametrize(
+    ("actor", "said"),
+    [
+        ("worker-17", "expected kind/name"),
+        ("AGENT/x", "its kind 'AGENT' must be lower case"),
+        ("k" * 33 + "/x", "is more than 32 characters"),
+        ("agent/" + "x" * 129, "its name is 129 characters, more than 128"),
+        ("agent/wörker", "may hold only ASCII letters, digits"),
+        ("agent/-x", "must start with a letter or digit"),
+    ],
+)
+def test_an_invalid_actor_says_which_part_breaks_which_rule(sw, actor, said):
+    """Every invalid actor said "expected kind/name", also of `AGENT/x` or a name too long,
+    which are kind/name: the message says which part is wrong and how."""
+    ran = sw("--as", actor, "init", str(sw.store))
+    assert (ran.exit, ran.error["code"], ran.error["details"]) == (2, "E_INVALID_ARG", {"actor": actor}), ran.stdout
+    assert not sw.store.exists()
+    assert said in ran.error["message"], ran.error["message"]
