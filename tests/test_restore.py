@@ -63,6 +63,18 @@ def test_refused_when_the_store_moved_after_the_preview(sw, golden):
     assert sw.transcript(refused) == golden
 
 
+def test_an_expected_head_past_the_newest_op_is_no_op_yet_not_a_store_that_moved(sw):
+    """`--expect-head 70` on a store whose newest op is 6 said "the store moved since the
+    preview: its newest op is 6, not 70 (no op since)": it did not move, and no op 70 exists."""
+    build_golden_store(sw)
+    before = (op_count(sw.store), file_digests(sw.store))
+    refused = sw(*as_(sw, ALICE), "op", "restore", "4", "--confirm", "--expect-head", "70")
+    assert (refused.exit, refused.error["code"]) == (3, "E_CAS_MISMATCH")  # a CAS failure still: preview again
+    assert "moved" not in refused.error["message"] and "--expect-head 70 is no op of this store yet" in refused.error["message"]
+    assert (refused.error["details"]["head"], refused.error["details"]["ops_since"]) == (6, [])
+    assert (op_count(sw.store), file_digests(sw.store)) == before
+
+
 def test_ref_limits_it_and_bad_calls_are_refused(sw, golden):
     ids = build_golden_store(sw)
     only = sw(*as_(sw, ALICE), "op", "restore", "2", "--ref", "release/v1")

@@ -171,9 +171,11 @@ def _moved_since(conn: Conn, target: int, refs: list[str], expected: int, head: 
         for n in moved
     ]
     ops = f"op(s) {', '.join(map(str, since))}{', ...' if head - expected > len(since) else ''}" if since else "no op"
+    said = (f"the store moved since the preview: its newest op is {head}, not {expected} ({ops} since)" if expected < head
+            else f"--expect-head {expected} is no op of this store yet: its newest op is {head}, so no preview showed it")
     return conflicts.cas_mismatch(
         found,
-        f"the store moved since the preview: its newest op is {head}, not {expected} ({ops} since); nothing was written",
+        f"{said}; nothing was written",
         details={"restored_to": target, "expect_head": expected, "head": head, "ops_since": since, "ops_since_count": max(head - expected, 0)},
         hint=f"Every ref already names what it named after op {target} (a confirmation that already ran?): nothing more to do."
         if not _moves(conn, target, refs)
