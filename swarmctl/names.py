@@ -253,6 +253,13 @@ def too_long_number(text: str) -> bool:
     return 0 < limit < len(text.lstrip("+-")) and re.fullmatch(_WHOLE_PATTERN, text) is not None
 
 
+# What parse_time reads: an RFC 3339 date-time (seconds and their fraction optional, `T` or a
+# space between date and time; no offset means UTC) or a plain date. Python's fromisoformat reads
+# more (week dates, digits with no dashes, `+02`, a decimal comma): a typo it took for a time
+# became a filter, or a revert's selection, without a word.
+_TIME_SHAPE = re.compile(r"\d{4}-\d\d-\d\d(?:[Tt ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:[Zz]|[+-]\d\d:\d\d)?)?", re.ASCII)
+
+
 def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
     """An RFC 3339 time (or a plain date; no offset means UTC), or a duration (`90s`, `15m`,
     `2h`, `7d`: that long before now), in the store's own format, for comparisons. Below a
@@ -265,6 +272,8 @@ def parse_time(text: str, *, field: str, round_up: bool = False) -> str:
         except OverflowError:
             return _EARLIEST
     try:
+        if _TIME_SHAPE.fullmatch(text.strip()) is None:  # Python reads more than RFC 3339 (2026-W49, 20261203)
+            raise ValueError(text)
         moment = datetime.fromisoformat(text.strip().replace("z", "Z"))
     except ValueError:
         raise SwarmError(

@@ -120,6 +120,20 @@ def test_since_is_inclusive_to_the_millisecond_and_rounds_up_below_it(sw):
     assert ops_of(sw(*log, "--since", "0999-01-01")) == [2, 1]
 
 
+@pytest.mark.parametrize("given", ["2026-W49", "20261203", "2026-12-03T06:09:02.905+02", "2026-12-03T06:09:02+0200",
+                                   "2026-12-03T06:09:02,905Z", "٢٠٢٦-١٢-٠٣"])
+def test_a_time_that_is_not_rfc_3339_is_refused_not_read_as_python_reads_it(sw, given):
+    """Python's fromisoformat reads week dates, digits with no dashes, an hour-only offset and a
+    decimal comma: each was taken as a time, so a typo became a filter (or a revert's
+    selection) without a word. Only RFC 3339 (and a plain date) is a time here."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    for flag in ("--since", "--until"):
+        ran = sw("--repo", str(sw.store), "op", "log", flag, given)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
+        assert "neither an RFC 3339 time nor a duration" in ran.error["message"]
+    assert sw("--repo", str(sw.store), "--as", ALICE, "op", "revert", "--since", given).error["code"] == "E_INVALID_ARG"
+
+
 def test_op_show(sw, golden):
     build_log_store(sw)
     repo = ("--repo", str(sw.store))
