@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Annotated, Any
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 from typer.exceptions import Abort
 
 from swarmctl import registry, version
@@ -232,6 +232,8 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
     # Click lists a missing choice's values a line and a tab each ("Choose from:\n\tbash,\n\tzsh"):
     # one line, as every other message is (on stderr the tabs read as \x09: inert escapes them).
     message = " ".join(part.strip() for part in message.split("\n\t"))
+    if isinstance(exc, NoSuchOption) and (exc.option_name or "")[1:].isdigit():  # `op show -1`
+        message += " (a negative number reads as an option, and none is valid here)"
     details: dict[str, Any] = {"usage": usage}
     variable = _bad_setting(exc)
     if variable is not None:  # Click names the option; the value came from the variable
