@@ -117,6 +117,18 @@ def test_the_doors_find_every_tool_by_name_as_the_registry_lists_it():
 # --- `swarmctl call --lines`: a batch of calls on one open store ------------------------------
 
 
+def call_lines_door(sw, *, actor: str = AGENT, fault: str | None = None) -> subprocess.Popen:
+    """`swarmctl call --lines` on the test's store, as a process: stdin, stdout and stderr piped,
+    as text. `fault`: its SWARMCTL_FAULT (swarmctl/store/faults.py)."""
+    from swarm import swarmctl_argv
+
+    return subprocess.Popen(
+        [*swarmctl_argv(), "--repo", str(sw.store), "--as", actor, "call", "--lines"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**sw.env, "SWARMCTL_FAULT": fault} if fault else sw.env,
+    )
+
+
 def lines(*calls: object) -> str:
     return "".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in calls)
 
@@ -246,13 +258,8 @@ def test_call_lines_checks_the_newest_op_again_once_another_process_wrote(sw):
     anyone else is still refused (E_STORE_CORRUPT), as on a fresh process."""
     import sqlite3
 
-    from swarm import swarmctl_argv
-
     ids = build_golden_store(sw)
-    door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
-    )
+    door = call_lines_door(sw)
 
     def call(name: str, target: str) -> dict:
         door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": name, "target": target}}))
@@ -280,13 +287,9 @@ def test_call_lines_reads_the_newest_op_again_once_another_process_appended_one(
     of the door's writes is the one the door's next op follows, in the hash chain and in time,
     and a fence another process sets in between is obeyed."""
     from core_helpers import problems
-    from swarm import swarmctl_argv
 
     ids = build_golden_store(sw)
-    door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", "agent/worker-17", "call", "--lines"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
-    )
+    door = call_lines_door(sw, actor="agent/worker-17")
 
     def call(name: str) -> dict:
         door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": name, "target": ids["base"]}}))
@@ -383,13 +386,8 @@ def test_call_lines_answers_each_waiting_caller_before_reading_on(sw):
     """A caller that writes one line and waits gets that line's envelope: a group never waits
     for a line that has not come, and what it wrote is committed before the answer (another
     process sees it at once)."""
-    from swarm import swarmctl_argv
-
     ids = build_golden_store(sw)
-    door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
-    )
+    door = call_lines_door(sw)
     try:
         for i in range(3):
             door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": f"w/{i}", "target": ids["base"], "create": True}}))
@@ -519,15 +517,9 @@ def test_an_interrupted_call_lines_prints_what_ended_before_it_then_e_interrupte
     import signal
     import time
 
-    from swarm import swarmctl_argv
-
     ids = build_golden_store(sw)
     flag = sw.tmp / "paused"
-    door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
-    )
+    door = call_lines_door(sw, fault=f"pause-before-commit:{flag}")
     door.stdin.write(lines(
         {"tool": "ref_show", "arguments": {"name": "main"}, "id": 1},
         {"tool": "op_log", "arguments": {"limit": 1}, "id": 2},
@@ -810,15 +802,9 @@ def test_an_interrupt_once_a_call_joined_its_group_interrupts_the_group_it_took_
     them written, as E_INTERRUPTED says."""
     import time
 
-    from swarm import swarmctl_argv
-
     ids = build_golden_store(sw)
     flag = sw.tmp / "paused"
-    door = subprocess.Popen(
-        [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**sw.env, "SWARMCTL_FAULT": f"pause-after-commit:{flag}"},
-    )
+    door = call_lines_door(sw, fault=f"pause-after-commit:{flag}")
     door.stdin.write(lines(*({"tool": "ref_set", "arguments": {"name": f"g/{i}", "target": ids["base"], "create": True}, "id": i}
                              for i in (1, 2, 3))))
     door.stdin.flush()
@@ -845,14 +831,9 @@ def test_an_interrupt_while_call_lines_waits_for_a_line_ends_it_with_e_interrupt
     """Between calls (the door waiting for the next line, or an interrupt held back while a
     group's envelopes were written), Ctrl-C or SIGTERM ended the batch with exit 130 and no
     line saying why. The calls before it are answered; then one E_INTERRUPTED envelope."""
-    from swarm import swarmctl_argv
-
     build_golden_store(sw)
     for signum in (signal.SIGINT, signal.SIGTERM):
-        door = subprocess.Popen(
-            [*swarmctl_argv(), "--repo", str(sw.store), "--as", AGENT, "call", "--lines"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sw.env,
-        )
+        door = call_lines_door(sw)
         door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": f"w/{signum}", "target": "main", "create": True}, "id": 1}))
         door.stdin.flush()
         first = json.loads(door.stdout.readline())  # answered: the door now waits for the next line
