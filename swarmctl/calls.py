@@ -9,10 +9,9 @@ JSON, where a field named twice is E_INVALID_ARG rather than last-one-wins; and,
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
-from swarmctl import jsontext, runner
+from swarmctl import jsontext, runner, stopping
 from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, interrupted
 from swarmctl.spec import Tool
@@ -192,7 +191,7 @@ class Batch:
         """Commit the open group, then emit its envelopes; False when the reader is gone. Then
         leave the store's write lock free for a fifth of the time the group held it."""
         held = time.monotonic() - self._opened if self.stores.grouping else 0.0
-        with _interrupts_held():  # a Ctrl-C or SIGTERM now comes once every committed call is answered
+        with stopping.interrupts_held():  # a Ctrl-C or SIGTERM now comes once every committed call is answered
             lost = self.stores.end_groups()
             for envelope in self._pending:
                 if lost is not None and envelope["ok"]:
@@ -225,49 +224,6 @@ class Batch:
                 raise _ReaderGone
         elif not self.stores.grouping:
             self.stores.grouping, self._opened = True, time.monotonic()
-
-
-@contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back, then handled as they would have been: between a group's
-    commit and the last of its envelopes, an interrupt would leave calls that committed
-    unanswered. A second one is handled at once (a reader that stopped reading must not keep
-    the batch from being stopped). Python's handlers are swapped (a signal mask is a thread's
-    own, and another thread may take a signal sent to the process); in the main thread only,
-    where they run."""
-    import os
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-
-    def restore() -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    def deliver(signum: int) -> None:
-        restore()
-        handler = previous[signum]
-        if callable(handler):
-            handler(signum, None)  # Python's for SIGINT raises KeyboardInterrupt, as the CLI's for SIGTERM does
-        elif handler == signal.SIG_DFL:
-            os.kill(os.getpid(), signum)
-
-    def hold(signum: int, frame: Any) -> None:
-        came.append(signum)
-        if len(came) > 1:
-            deliver(signum)
-
-    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        restore()
-        if len(came) == 1:
-            deliver(came[0])
 
 
 class _ReaderGone(Exception):

@@ -1,5 +1,6 @@
 """How `swarmctl mcp` (stdio) stops on Ctrl-C or SIGTERM: at once, whether a tool runs or the
-server waits for the client's next line (mcp.serve)."""
+server waits for the client's next line (mcp.serve). And `interrupts_held`: where an interrupt
+must wait until what was written is answered (`call --lines`, a command's envelope)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,47 @@ class Stop:
             raise Terminated()
         if self.came is not None:
             raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupts_held(deliver: bool = True) -> Iterator[None]:
+    """SIGINT and SIGTERM held back within, then handled as they would have been (`deliver`) or
+    not at all: between a write's commit and the last of its answer, an interrupt would leave a
+    change that was made unanswered (`call --lines` delivers it after a group's envelopes; a
+    command whose envelope says what it wrote has nothing left to stop, and drops it). A second
+    one is handled at once (a reader that stopped reading must not keep swarmctl from being
+    stopped). Python's handlers are swapped (a signal mask is a thread's own, and another
+    thread may take a signal sent to the process); in the main thread only, where they run."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def handle(signum: int) -> None:
+        restore()
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, None)  # Python's for SIGINT raises KeyboardInterrupt, as the CLI's for SIGTERM does
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+    def hold(signum: int, frame: Any) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            handle(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        restore()
+        if len(came) == 1 and deliver:
+            handle(came[0])

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -844,6 +845,26 @@ def test_an_interrupt_while_call_lines_waits_for_a_line_ends_it_with_e_interrupt
         assert printed[0]["error"]["details"]["signal"] == signal.Signals(signum).name
         assert door.returncode == 130 and "Traceback" not in err, err
         assert sw.ok("--repo", str(sw.store), "ref", "show", f"w/{signum}")["op"] == first["result"]["op"]
+
+
+def test_an_interrupt_held_while_a_long_envelope_is_written_leaves_every_line_whole(sw):
+    """A signal held back while a group's envelopes are written (its handler returns) made
+    Python's write stop part-way, and the rest of the line was never written: a cut line of
+    JSON, then E_INTERRUPTED. The line is written whole, then the interrupt ends the batch."""
+    build_golden_store(sw)
+    door = call_lines_door(sw)
+    message = "m" * 65536  # the envelope's line is longer than the pipe holds
+    door.stdin.write(lines({"tool": "changeset_create", "arguments": {"message": message}, "id": 1}))
+    door.stdin.flush()
+    deadline = time.monotonic() + 60
+    while "pipe_write" not in Path(f"/proc/{door.pid}/wchan").read_text():  # the test reads nothing yet
+        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
+        time.sleep(0.01)
+    door.send_signal(signal.SIGINT)
+    out, err = door.communicate(timeout=60)
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert [(e["meta"].get("id"), e["ok"] or e["error"]["code"]) for e in printed] == [(1, True), (None, "E_INTERRUPTED")], err
+    assert printed[0]["result"]["changeset"]["message"] == message and door.returncode == 130
 
 
 def test_an_interrupt_while_a_group_is_answered_comes_after_its_last_envelope(sw, tmp_path):

@@ -9,6 +9,7 @@ import signal
 import time
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -443,3 +444,27 @@ def test_a_missing_choice_is_named_on_one_line_with_no_escaped_tabs(sw):
     assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG"), ran.stdout
     assert ran.error["message"] == "Missing argument 'SHELL'. Choose from: bash, zsh, fish", ran.error
     assert "\\x09" not in ran.stderr and "Error: Missing argument 'SHELL'. Choose from: bash, zsh, fish\n" in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_writes_envelope_is_printed_leaves_it_whole(sw, store, sig):
+    """Once a change is committed its envelope is what says so: a Ctrl-C or SIGTERM while it
+    was being printed ended swarmctl with exit 130 and the envelope cut off (or none at all,
+    found by a probe around `tx commit`), the change made with no word of it. The envelope is
+    printed whole and the exit status is its own. Here the envelope is longer than the pipe
+    holds and the test reads nothing until the signal is sent, so the signal comes while
+    swarmctl waits to write the rest."""
+    message = "m" * 65536  # the longest a message may be: the envelope is longer than a pipe holds
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), "--repo", store, "--as", ALICE, "changeset", "create", "-m", message],
+        env=sw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text():  # blocked: the pipe is full
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    envelope = json.loads(out)
+    assert (proc.returncode, envelope["ok"], envelope["result"]["op"]) == (0, True, 7), (out[-300:], err)
+    assert envelope["result"]["changeset"]["message"] == message and b"Traceback" not in err, err

@@ -41,7 +41,15 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
         envelope = _run(tool, request, ctx, globals_)
-    emit(envelope, globals_, tool)
+    if getattr(ctx._store, "committed", None):
+        # The envelope says what was written: a Ctrl-C or SIGTERM while it is printed has nothing
+        # left to stop, and would leave a change made with no word of it (exit 130, stdout empty).
+        from swarmctl import stopping
+
+        with stopping.interrupts_held(deliver=False):
+            emit(envelope, globals_, tool)
+    else:
+        emit(envelope, globals_, tool)
     return exit_status(envelope)
 
 

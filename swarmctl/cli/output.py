@@ -141,7 +141,9 @@ def write(text: str, human: bool = False) -> bool:
             out.flush()
             return True
         out.flush()
-        buffer.write(text.encode((out.encoding or "utf-8") if human else "utf-8", "replace"))
+        data = memoryview(text.encode((out.encoding or "utf-8") if human else "utf-8", "replace"))
+        while data:  # a signal whose handler returns (one held back) ends a write part-way: the rest follows
+            data = data[buffer.write(data):]
         buffer.flush()
         return True
     except BrokenPipeError:
