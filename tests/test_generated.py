@@ -142,6 +142,38 @@ def _bash_complete(generated: Path, words: list[str], cwd: Path, env: dict[str, 
     return ran.stdout.split()
 
 
+def _bash_candidates(generated: Path, words: list[str], current: str, cwd: Path) -> int:
+    """How many candidates the completion function leaves in COMPREPLY for `current`, the word
+    being typed after `words` (0: none, and bash's `-o default` offers files instead)."""
+    script = generated / "completions" / "bash" / "swarmctl"
+    program = (
+        f"source {script}\n"
+        f"COMP_WORDS=({' '.join(_bash_quote(w) for w in [*words, current])})\n"
+        f"COMP_CWORD={len(words)}\n"
+        "_swarmctl_completion swarmctl\n"
+        'echo "${#COMPREPLY[@]}"\n'
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SWARMCTL_", "_SWARMCTL"))}
+    environment["PATH"] = f"{Path(swarmctl_argv()[0]).parent}{os.pathsep}{environment.get('PATH', '')}"
+    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True, cwd=cwd,
+                         env=environment, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    return int(ran.stdout)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_gets_no_candidate_where_nothing_matches_so_files_are_offered(sw, generated):
+    """Where nothing matched, swarmctl's one empty line became one empty candidate: bash
+    inserted a space for it (`ref show zzz<TAB>`), and `--repo c<TAB>` never offered the
+    directories bash's `-o default` would have."""
+    build_golden_store(sw)
+    repo = ["swarmctl", "--repo", str(sw.store)]
+    assert _bash_candidates(generated, [*repo, "ref", "show"], "zzz", cwd=sw.tmp) == 0
+    assert _bash_candidates(generated, [*repo, "op", "undo"], "99", cwd=sw.tmp) == 0
+    assert _bash_candidates(generated, ["swarmctl", "--repo"], "sto", cwd=sw.tmp) == 0
+    assert _bash_candidates(generated, [*repo, "ref", "show"], "ma", cwd=sw.tmp) == 1  # main
+
+
 def _bash_quote(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 

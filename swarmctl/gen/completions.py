@@ -57,6 +57,9 @@ _{PROG}_completion() {{
     mapfile -t COMPREPLY < <(env COMP_WORDS="${{COMP_WORDS[*]}}" \\
                                  COMP_CWORD=$COMP_CWORD \\
                                  {COMPLETE_VAR}=complete_bash $1)
+    # Where nothing matches, swarmctl prints one empty line: no candidate, not an empty one
+    # (bash would insert a space for it, and `-o default` would never offer files and directories).
+    [[ ${{#COMPREPLY[@]}} -eq 1 && -z ${{COMPREPLY[0]}} ]] && COMPREPLY=()
     return 0
 }}
 
