@@ -115,9 +115,9 @@ class SwarmError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
-            "message": _clip(self.message, MESSAGE_MAX),
+            "message": _clip_middle(self.message, MESSAGE_MAX),
             "details": _clip(self.details, DETAIL_MAX),
-            "hint": _clip(self.hint, MESSAGE_MAX),
+            "hint": _clip_middle(self.hint, MESSAGE_MAX),
             "next": self.next,
         }
 
@@ -125,6 +125,15 @@ class SwarmError(Exception):
 # Errors echo what they were given; a 5 MB ref name must not come back as a 20 MB envelope.
 MESSAGE_MAX = 1000
 DETAIL_MAX = 8192
+
+
+def _clip_middle(text: str | None, limit: int) -> str | None:
+    """A message or hint cut in its middle, where what it echoes is (`invalid ref name 'aaa…':
+    it is longer than 255 characters`): its end says what is wrong, and stays."""
+    if text is None or len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail]}… [{len(text) - limit} more characters] …{text[-tail:]}"
 
 
 def _clip(value: Any, limit: int) -> Any:

@@ -806,3 +806,14 @@ def test_an_invalid_actor_says_which_part_breaks_which_rule(sw, actor, said):
     assert (ran.exit, ran.error["code"], ran.error["details"]) == (2, "E_INVALID_ARG", {"actor": actor}), ran.stdout
     assert not sw.store.exists()
     assert said in ran.error["message"], ran.error["message"]
+
+
+def test_a_message_too_long_for_an_envelope_keeps_its_end_which_says_what_is_wrong(sw):
+    """A message echoing a 5,000-character ref name was cut at 1,000 characters, its reason
+    with it (`invalid ref name 'aaa…… [4053 more characters]`): it is cut in its middle."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    ran = sw("--repo", str(sw.store), "--as", ALICE, "ref", "set", "a" * 5000, "main")
+    message = ran.error["message"]
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and len(message) < 1100, len(message)
+    assert message.startswith("invalid ref name 'aaa") and message.endswith("': it is longer than 255 characters"), message
+    assert "more characters] …" in message

@@ -211,6 +211,20 @@ def test_zsh_and_fish_callbacks_give_ops_with_their_descriptions(sw):
     assert zsh.stdout.splitlines() == lines  # the same lines: data the script reads, never code it runs
 
 
+def test_zsh_and_fish_descriptions_show_no_control_character_of_the_store(sw):
+    """A description is any actor's words (a commit message): zsh and fish printed an escape
+    sequence in one to the terminal as it was (`\\x1b]0;TITLE\\x07` retitled it). It is written
+    as its escape, as tables and the JSON on a terminal show store text."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "changeset", "create", "-m", "evil \x1b]0;TITLE\x07 \u202eexe", "--ref", "main")
+    base = {"_TYPER_COMPLETE_ARGS": f"swarmctl --repo {sw.store} op undo "}
+    for shell in ("complete_fish", "complete_zsh"):
+        ran = sw.process(env={**base, "_SWARMCTL_COMPLETE": shell, "_TYPER_COMPLETE_FISH_ACTION": "get-args"})
+        line = ran.stdout.splitlines()[0]
+        assert line.startswith("2\t") and "\\x1b]0;TITLE\\x07 \\u202eexe" in line, repr(line)
+        assert not any(c in ran.stdout for c in "\x1b\x07\u202e"), repr(ran.stdout)
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_op_revert_and_restore_with_actors_and_ops(sw, generated):
     build_golden_store(sw)

@@ -39,7 +39,13 @@ def bash_word(value: str) -> str:
 
 
 def _described(item: CompletionItem) -> str:
-    help_ = " ".join(str(item.help or "").split())  # one line: tabs and newlines would split it
+    """A candidate and its description, one line. A description is store text (an op's
+    description, a commit message: any actor's words) that zsh and fish print as they get it:
+    a control or format character in it (an escape sequence that retitles the terminal, a
+    bidi override) is written as its escape, as everywhere swarmctl shows store text to people."""
+    from swarmctl.cli.inert import inert
+
+    help_ = inert(" ".join(str(item.help or "").split()))  # one line: tabs and newlines would split it
     return f"{item.value}\t{help_}" if help_ else str(item.value)
 
 
