@@ -145,20 +145,25 @@ def _bash_complete(generated: Path, words: list[str], cwd: Path, env: dict[str, 
 def _bash_candidates(generated: Path, words: list[str], current: str, cwd: Path) -> int:
     """How many candidates the completion function leaves in COMPREPLY for `current`, the word
     being typed after `words` (0: none, and bash's `-o default` offers files instead)."""
+    return len(_bash_reply(generated, words, current, cwd))
+
+
+def _bash_reply(generated: Path, words: list[str], current: str, cwd: Path) -> list[str]:
+    """COMPREPLY, exactly, for `current` (as typed: an open quote too) after `words`."""
     script = generated / "completions" / "bash" / "swarmctl"
     program = (
         f"source {script}\n"
         f"COMP_WORDS=({' '.join(_bash_quote(w) for w in [*words, current])})\n"
         f"COMP_CWORD={len(words)}\n"
         "_swarmctl_completion swarmctl\n"
-        'echo "${#COMPREPLY[@]}"\n'
+        'printf "%s\\0" "${COMPREPLY[@]}"\n'
     )
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SWARMCTL_", "_SWARMCTL"))}
     environment["PATH"] = f"{Path(swarmctl_argv()[0]).parent}{os.pathsep}{environment.get('PATH', '')}"
     ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True, cwd=cwd,
                          env=environment, timeout=60)
     assert ran.returncode == 0, ran.stderr
-    return int(ran.stdout)
+    return [] if ran.stdout == "\0" else ran.stdout.split("\0")[:-1]  # printf with no candidate: one empty
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -172,6 +177,28 @@ def test_bash_gets_no_candidate_where_nothing_matches_so_files_are_offered(sw, g
     assert _bash_candidates(generated, [*repo, "op", "undo"], "99", cwd=sw.tmp) == 0
     assert _bash_candidates(generated, ["swarmctl", "--repo"], "sto", cwd=sw.tmp) == 0
     assert _bash_candidates(generated, [*repo, "ref", "show"], "ma", cwd=sw.tmp) == 1  # main
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_inside_an_open_quote_with_what_that_quote_keeps(sw, generated):
+    """bash inserts a candidate after the quote the word opened, and closes it: backslash
+    escapes are kept there as they are, so `ref show "a'<TAB>` gave the command `a\\'b`."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "changeset", "create", "-m", "x", "--ref", "main")
+    names = ["a'b", "x;touch${IFS}pwned", 'q"u`o$te']
+    for name in names:
+        sw.ok("--repo", str(sw.store), "--as", ALICE, "ref", "set", "--create", "--", name, "main")
+    show = ["swarmctl", "--repo", str(sw.store), "ref", "show"]
+    assert _bash_reply(generated, show, "'a", cwd=sw.tmp) == ["a'\\''b"]  # in '...': '\'' is a '
+    assert _bash_reply(generated, show, '"a', cwd=sw.tmp) == ["a'b"]
+    assert _bash_reply(generated, show, "'x", cwd=sw.tmp) == ["x;touch${IFS}pwned"]
+    assert _bash_reply(generated, show, '"q', cwd=sw.tmp) == ['q\\"u\\`o\\$te']
+    assert _bash_reply(generated, show, "x", cwd=sw.tmp) == ["x\\;touch\\$\\{IFS\\}pwned"]  # unquoted, as before
+    for quote in ("'", '"'):  # what each reply becomes once bash has closed the quote and read the word
+        for name in names:
+            reply = _bash_reply(generated, show, quote + name[0], cwd=sw.tmp)[0]
+            read = subprocess.run(["bash", "-c", f"printf %s {quote}{reply}{quote}"], capture_output=True, text=True)
+            assert read.stdout == name, (quote, reply, read.stdout)
 
 
 def _bash_quote(word: str) -> str:

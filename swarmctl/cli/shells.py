@@ -33,8 +33,15 @@ def _carried(item: CompletionItem) -> bool:
     return item.type == "plain" and not _UNCARRIED.search(str(item.value))
 
 
-def bash_word(value: str) -> str:
-    """`value` as a word of a bash command line: the same text once bash has read it."""
+def bash_word(value: str, quote: str = "") -> str:
+    """`value` as a word of a bash command line: the same text once bash has read it. Inside a
+    quote the word being completed opened (`"a'<TAB>`, `'x<TAB>`), bash inserts the candidate
+    after it and closes it: there a backslash is kept as it is, so only what that quote does
+    not keep is escaped (in '...', a ' ends the quote: `'\\''` puts one in)."""
+    if quote == "'":
+        return value.replace("'", "'\\''")
+    if quote == '"':
+        return re.sub(r'([\\"$`])', r"\\\1", value)
     return "".join(c if _BASH_PLAIN.fullmatch(c) else "\\" + c for c in value)
 
 
@@ -50,6 +57,8 @@ def _described(item: CompletionItem) -> str:
 
 
 class Bash(BashComplete):
+    _quote = ""  # the quote the word being completed is in (_open_quote)
+
     def get_completion_args(self) -> tuple[list[str], str]:
         """As Typer reads COMP_WORDS, with `--opt=value` made one word again: bash breaks a word
         at `=` (COMP_WORDBREAKS), so `--repo=../other` came as `--repo`, `=`, `../other`, and the
@@ -67,11 +76,23 @@ class Bash(BashComplete):
         return words[:-1], words[-1]
 
     def format_completion(self, item: CompletionItem) -> str:
-        return bash_word(str(item.value))
+        return bash_word(str(item.value), self._quote)
 
     def complete(self) -> str:
         args, incomplete = self.get_completion_args()
+        self._quote = _open_quote()
         return "\n".join(self.format_completion(i) for i in self.get_completions(args, incomplete) if _carried(i))
+
+
+def _open_quote() -> str:
+    """The quote the word being completed opened and has not closed (`"a'`: `"`), or "": the
+    word as bash passed it (the script joins COMP_WORDS with newlines, one word a line)."""
+    try:
+        word = os.environ.get("COMP_WORDS", "").split("\n")[int(os.environ.get("COMP_CWORD", ""))]
+    except (ValueError, IndexError):
+        return ""
+    quote = word[:1]
+    return quote if quote in ("'", '"') and word.count(quote) == 1 else ""
 
 
 class _Described:
