@@ -76,4 +76,4 @@ VARIABLES: tuple[Variable, ...] = (
 
 # Read by swarmctl but not a setting for people: fault injection for the crash tests
 # (store/db.py), and the variables the completion scripts set to call back into swarmctl.
-NOT_SETTINGS = ("SWARMCTL_FAULT", "_SWARMCTL_COMPLETE", "_TYPER_COMPLETE_FISH_ACTION")
+NOT_SETTINGS = ("SWARMCTL_FAULT", "_SWARMCTL_COMPLETE", "_TYPER_COMPLETE_FISH_ACTION", "COMP_WORDS", "COMP_CWORD")
