@@ -123,23 +123,7 @@ def test_man_pages_carry_the_exit_code_table(generated):
 def _bash_complete(generated: Path, words: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     """Source the generated script in a real bash, set COMP_WORDS/COMP_CWORD as bash does on
     TAB after `words`, call the completion function, and return COMPREPLY."""
-    script = generated / "completions" / "bash" / "swarmctl"
-    bin_dir = Path(swarmctl_argv()[0]).parent
-    program = (
-        f"source {script}\n"
-        f"COMP_WORDS=({' '.join(_bash_quote(w) for w in [*words, ''])})\n"
-        f"COMP_CWORD={len(words)}\n"
-        "_swarmctl_completion swarmctl\n"
-        'printf "%s\\n" "${COMPREPLY[@]}"\n'
-    )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SWARMCTL_", "_SWARMCTL"))}
-    environment["PATH"] = f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}"
-    ran = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", program],
-        capture_output=True, text=True, cwd=cwd, env={**environment, **(env or {})}, timeout=60,
-    )
-    assert ran.returncode == 0, ran.stderr
-    return ran.stdout.split()
+    return _bash_reply(generated, words, "", cwd, env)
 
 
 def _bash_candidates(generated: Path, words: list[str], current: str, cwd: Path) -> int:
@@ -148,7 +132,7 @@ def _bash_candidates(generated: Path, words: list[str], current: str, cwd: Path)
     return len(_bash_reply(generated, words, current, cwd))
 
 
-def _bash_reply(generated: Path, words: list[str], current: str, cwd: Path) -> list[str]:
+def _bash_reply(generated: Path, words: list[str], current: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     """COMPREPLY, exactly, for `current` (as typed: an open quote too) after `words`."""
     script = generated / "completions" / "bash" / "swarmctl"
     program = (
@@ -161,7 +145,7 @@ def _bash_reply(generated: Path, words: list[str], current: str, cwd: Path) -> l
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SWARMCTL_", "_SWARMCTL"))}
     environment["PATH"] = f"{Path(swarmctl_argv()[0]).parent}{os.pathsep}{environment.get('PATH', '')}"
     ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True, cwd=cwd,
-                         env=environment, timeout=60)
+                         env={**environment, **(env or {})}, timeout=60)
     assert ran.returncode == 0, ran.stderr
     return [] if ran.stdout == "\0" else ran.stdout.split("\0")[:-1]  # printf with no candidate: one empty
 
