@@ -7,8 +7,9 @@ the command line unquoted, so that a ref named `x;cmd` ran `cmd` on the Enter af
 zsh and fish descriptions went through Rich's markup, which turned `[/x]` in a message into a
 traceback on the terminal and rewrapped long ones into candidates of their own.
 
-Here every answer is data: one candidate a line. bash gets each value quoted with backslashes
-as the line is to hold it (bash inserts it as it is); zsh and fish get `VALUE<TAB>DESCRIPTION`,
+Here every answer is data: one candidate a line. bash gets each value quoted as the line is to
+hold it (bash inserts it as it is): with backslashes, or as the quote the word opened keeps
+it (`bash_word`); zsh and fish get `VALUE<TAB>DESCRIPTION`,
 read without `eval` (the zsh script adds the values with `compadd`, which quotes them itself;
 fish quotes what it inserts). A value that no line could carry (a newline, a tab, a control
 character) is not offered. What is offered, and from where, is swarmctl/cli/complete.py's.
