@@ -100,7 +100,9 @@ def check_ref_name(name: str) -> str:
 
 # --- actors: kind/name ---------------------------------------------------------------------
 
-ACTOR_PATTERN = r"^[a-z][a-z0-9-]{0,31}/[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+_ACTOR_KIND = r"[a-z][a-z0-9-]{0,31}"
+_ACTOR_NAME = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
+ACTOR_PATTERN = rf"^{_ACTOR_KIND}/{_ACTOR_NAME}$"
 
 
 def is_actor(text: str) -> bool:
@@ -124,7 +126,7 @@ def _actor_problem(actor: str) -> str:
     kind, slash, name = actor.partition("/")
     if not slash or not kind or not name:
         return "expected kind/name"
-    if re.fullmatch(r"[a-z][a-z0-9-]{0,31}", kind) is None:
+    if re.fullmatch(_ACTOR_KIND, kind) is None:
         return (f"its kind {kind!r} is more than 32 characters" if len(kind) > 32
                 else f"its kind {kind!r} must be lower case: a letter, then letters, digits or '-'")
     if len(name) > 128:
