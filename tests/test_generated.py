@@ -262,3 +262,14 @@ def test_actors_complete_by_prefix(sw):
         assert queries.actors_with_prefix(conn, "ci/", 10) == []
     finally:
         conn.close()
+
+
+def test_the_bash_answer_run_by_hand_without_bash_s_variables_completes_the_empty_line(sw):
+    """`_SWARMCTL_COMPLETE=complete_bash swarmctl` run by hand (no COMP_WORDS or COMP_CWORD, which
+    bash's completion function sets) ended in a KeyError traceback: it answers for the empty
+    line, as zsh's and fish's do without their variable."""
+    zsh = sw.process(env={"_SWARMCTL_COMPLETE": "complete_zsh"})
+    for env in ({}, {"COMP_WORDS": "swarmctl\n"}, {"COMP_WORDS": "swarmctl\nop", "COMP_CWORD": "one"}):
+        ran = sw.process(env={"_SWARMCTL_COMPLETE": "complete_bash", **env})
+        assert (ran.exit, ran.stderr) == (0, ""), (env, ran.stderr)
+        assert ran.stdout.split() == [line.split("\t")[0] for line in zsh.stdout.splitlines()], env

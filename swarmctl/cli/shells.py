@@ -63,7 +63,10 @@ class Bash(BashComplete):
     def get_completion_args(self) -> tuple[list[str], str]:
         """As Typer reads COMP_WORDS, with `--opt=value` made one word again: bash breaks a word
         at `=` (COMP_WORDBREAKS), so `--repo=../other` came as `--repo`, `=`, `../other`, and the
-        store's path was taken for a command."""
+        store's path was taken for a command. Without the two variables bash's function sets
+        (run by hand), the line is empty, as zsh's and fish's classes take it."""
+        if "COMP_WORDS" not in os.environ or not os.environ.get("COMP_CWORD", "").isdigit():
+            return [], ""
         args, incomplete = super().get_completion_args()
         words: list[str] = []
         glue = False
