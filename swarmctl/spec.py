@@ -44,7 +44,7 @@ class Range:
     def __repr__(self) -> str:
         return f"Range({self.ge}, {self.le})"
 
-Complete = Literal["ops", "refs", "changesets", "workflows", "steps", "schema_types", "actors"]
+Complete = Literal["ops", "undoable_ops", "refs", "changesets", "workflows", "steps", "schema_types", "actors"]
 
 
 # The records below are NamedTuples rather than dataclasses: every command defines them, and a

@@ -193,10 +193,15 @@ def _bash_quote(word: str) -> str:
 def test_bash_completes_op_undo_with_the_stores_ops(sw, generated):
     build_golden_store(sw)
     offered = _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "undo"], cwd=sw.tmp)
-    assert offered == ["6", "5", "4", "3", "2", "1", "@"]
+    assert offered == ["6", "5", "4", "3", "2", "@"]  # not op 1: `init` moved no ref (E_NOTHING_TO_UNDO)
+    assert _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "show"], cwd=sw.tmp)[-2:] == ["1", "@"]
     # From inside the store, found as git finds .git, and with a prefix typed.
     sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "6")
-    assert _bash_complete(generated, ["swarmctl", "op", "undo"], cwd=sw.store)[0] == "7"
+    # Op 6 is taken back now (undoing it again is a replay); its undo, op 7, may be undone.
+    assert _bash_complete(generated, ["swarmctl", "op", "undo"], cwd=sw.store) == ["7", "5", "4", "3", "2", "@"]
+    sw.ok("--repo", str(sw.store), "--as", AGENT, "changeset", "create", "-m", "no ref")  # op 8 moves none
+    sw.ok("--repo", str(sw.store), "--as", AGENT, "op", "undo", "7")  # op 9: op 6 is in effect again
+    assert _bash_complete(generated, ["swarmctl", "op", "undo"], cwd=sw.store) == ["9", "6", "5", "4", "3", "2", "@"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")

@@ -47,6 +47,22 @@ def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
         yield "@", "the newest op by you (--as)"
 
 
+def _undoable_ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+    """`op undo`'s: the newest ops that moved a ref and are not taken back now (an op that
+    moved none, `init` or a changeset's create, is E_NOTHING_TO_UNDO; one taken back, a replay)."""
+    from swarmctl.store import queries
+
+    store = _store(ctx)
+    with store.read() as conn:
+        rows = queries.ops_numbered(conn, incomplete, limit=200)
+        numbers = [row.op for row in rows]
+        undoable = queries.moved_refs(conn, numbers).difference(queries.undos_in_effect(conn, numbers))
+    for op, actor, description in [row for row in rows if row.op in undoable][:50]:
+        yield str(op), f"{actor}: {description}"
+    if "@".startswith(incomplete):
+        yield "@", "the newest op by you (--as)"
+
+
 def _refs(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
     from swarmctl.store import queries
 
@@ -125,6 +141,7 @@ def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
 
 SOURCES: dict[str, Any] = {
     "ops": _safely(_ops),
+    "undoable_ops": _safely(_undoable_ops),
     "refs": _safely(_refs),
     "actors": _safely(_actors),
     "changesets": _safely(_changesets),

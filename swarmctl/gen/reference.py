@@ -193,7 +193,7 @@ def _names_things(tool: Tool) -> bool:
     (a ref filter or a ref to create is not looked up), a workflow, a type."""
     from swarmctl.spec import cli_of
 
-    looked_up = {"ops", "changesets", "workflows", "steps", "schema_types"}
+    looked_up = {"ops", "undoable_ops", "changesets", "workflows", "steps", "schema_types"}
     return any(
         cli_of(f).complete in looked_up or (cli_of(f).complete == "refs" and cli_of(f).positional and tool.name != "ref_set")
         for f in tool.fields()

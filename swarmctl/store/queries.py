@@ -197,6 +197,15 @@ def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[OpBrief]:
     return found
 
 
+def moved_refs(conn: Conn, ops: Sequence[int]) -> set[int]:
+    """Those of `ops` that moved a ref: what `op undo` can take back."""
+    found: set[int] = set()
+    for chunk in reverts.chunks(ops):
+        marks = ",".join("?" * len(chunk))
+        found.update(r[0] for r in conn.execute(f"SELECT DISTINCT op FROM ref_moves WHERE op IN ({marks})", chunk))
+    return found
+
+
 def undos_of(conn: Conn, op: int) -> list[int]:
     """The ops that took `op` back, oldest first: its undos, and the reverts that selected it."""
     undos = [r[0] for r in conn.execute("SELECT op FROM ops WHERE undoes = ? ORDER BY op", (op,))]

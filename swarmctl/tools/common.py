@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Literal
 from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
-from swarmctl.spec import Call, Cli, Range, arg, result_type
+from swarmctl.spec import Call, Cli, Complete, Range, arg, result_type
 from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
 from swarmctl.store.schema import DB_FILE
 
@@ -21,11 +21,12 @@ REF_NAME_CLI = Cli(positional=True, metavar="NAME", complete="refs")
 TARGET_CLI = Cli(positional=True, metavar="TARGET", complete="changesets")
 
 
-def op_arg(what: str) -> OpSpec:
-    """The field of a request that names one op (`op show OP`, `op undo OP`)."""
+def op_arg(what: str, complete: Complete = "ops") -> OpSpec:
+    """The field of a request that names one op (`op show OP`, `op undo OP`); `complete`: which
+    ops the shell offers for it (swarmctl/cli/complete.py)."""
     return arg(
         description=f"{what}: its number in the op log, or `@` for the newest op by the calling actor.",
-        cli=Cli(positional=True, metavar="OP", complete="ops"),
+        cli=Cli(positional=True, metavar="OP", complete=complete),
     )
 
 

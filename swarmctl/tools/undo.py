@@ -43,7 +43,7 @@ class UndoReq:
     """`undo` (CLI `op undo`): restore every ref an operation moved to what it named before, by
     compare-and-swap, in one transaction: all of them or none. Changesets are never removed."""
 
-    op: OpSpec = op_arg("The operation to undo")
+    op: OpSpec = op_arg("The operation to undo", complete="undoable_ops")
     dry_run: bool = arg(False, description="Compute the result and any conflicts; write nothing.")
 
 
