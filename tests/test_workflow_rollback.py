@@ -267,6 +267,18 @@ def test_refused_when_cancelled(sw, kit, golden):
     assert [r["code"] for r in ran.error["details"]["refusals"]] == ["workflow_state"]
 
 
+def test_the_preview_of_a_cancelled_workflow_says_it_stays_cancelled(kit):
+    """Its preview said `state_after: "rolled_back"` beside the blocker that refuses any rollback
+    of it: the state after `--confirm` is the one it is in."""
+    wf = failed_release(kit)
+    before = kit("workflow", "rollback", wf).result["blast_radius"]
+    assert (before["state_after"], before["blockers"]) == ("rolled_back", [])  # failed: a rollback may run
+    kit("workflow", "cancel", wf)
+    radius = kit("workflow", "rollback", wf).result["blast_radius"]
+    assert [b["code"] for b in radius["blockers"]] == ["workflow_state"]
+    assert radius["state_after"] == "cancelled"
+
+
 def test_refused_when_pending(sw, kit, golden):
     """A workflow whose run died between creating it and starting its first step."""
     from swarmctl import hosts
@@ -282,6 +294,7 @@ def test_refused_when_pending(sw, kit, golden):
     ran = refused(kit, "wf-pending1")
     assert sw.transcript(ran) == golden
     assert "has not started" in ran.error["details"]["refusals"][0]["message"]
+    assert kit("workflow", "rollback", "wf-pending1").result["blast_radius"]["state_after"] == "pending"
 
 
 def test_refused_on_a_step_status_it_does_not_recognise(sw, kit, golden):

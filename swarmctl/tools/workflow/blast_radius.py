@@ -102,7 +102,7 @@ def compute(
         entry.acknowledged = ACKNOWLEDGE_ALL in acknowledged or entry.step in acknowledged
     radius = BlastRadius(
         workflow=RadiusWorkflow(id=wf.id, name=wf.name, state=wf.observed),
-        state_after=_state_after(lists["would_roll_back"]),
+        state_after=_state_after(wf, lists["would_roll_back"]),
         counts=RadiusCounts(**{name: len(lists[name]) for name in LISTS}, blockers=0, unmeasured=0),
         **lists,
         blockers=[],
@@ -196,7 +196,19 @@ def _predict(conn: Conn, op: int, actor: str, at: str, refs_now: Mapping[str, st
     return PredictedOk("ok", [RefAfter(name=m.name, new=m.new) for m in planned.ref_moves])
 
 
-def _state_after(would: list[RollbackEntry]) -> str:
+# The states a rollback is refused in whatever is passed (_state_blocker): the workflow stays so.
+_STAYS = {
+    "pending": "it has not started, so there is nothing to roll back",
+    "cancelled": "a cancelled workflow stays as it was left",
+    "rolled_back": "it was rolled back already",
+}
+
+
+def _state_after(wf: Workflow, would: list[RollbackEntry]) -> str:
+    """The workflow's state once `--confirm` has done what it may: the state it is in, where no
+    rollback is allowed; else as the predicted undos come out."""
+    if wf.observed in _STAYS:
+        return wf.observed
     return "rollback_failed" if any(e.predicted.outcome == "fails" for e in would) else "rolled_back"
 
 
@@ -301,13 +313,8 @@ def _state_blocker(wf: Workflow, include_completed: bool) -> AnyBlocker | None:
             f"the workflow is {state}, held by a live process ({holder(wf)})",
             {"pid": wf.owner_pid, "actor": wf.owner_actor},
         )
-    if state in ("pending", "cancelled", "rolled_back"):
-        why = {
-            "pending": "it has not started, so there is nothing to roll back",
-            "cancelled": "a cancelled workflow stays as it was left",
-            "rolled_back": "it was rolled back already",
-        }[state]
-        return Blocker("workflow_state", f"the workflow is {state}: {why}")
+    if state in _STAYS:
+        return Blocker("workflow_state", f"the workflow is {state}: {_STAYS[state]}")
     if state == "completed" and not include_completed:
         return Blocker(
             "completed_not_included", "the workflow completed; rolling back a completed workflow needs --include-completed"

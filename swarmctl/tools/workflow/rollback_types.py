@@ -229,7 +229,7 @@ class BlastRadius:
     """What a rollback would do: each step in exactly one list, last first; then what blocks it."""
 
     workflow: RadiusWorkflow
-    state_after: Literal["rolled_back", "rollback_failed"]
+    state_after: Literal["rolled_back", "rollback_failed", "pending", "cancelled"]  # the last two: it stays so
     counts: RadiusCounts
     would_roll_back: list[RollbackEntry]
     left_in_place: list[StepNote]
