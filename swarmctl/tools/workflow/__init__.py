@@ -258,7 +258,8 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     previews and changes nothing.
 
     The preview is `{action: "preview", preview_id, blast_radius, hint, next}`. `blast_radius` holds
-    the workflow, `state_after`, `counts` and the lists: `would_roll_back` (successful steps that
+    the workflow, `state_after` (the state confirming would leave: `rolled_back` or
+    `rollback_failed`, or the state a `pending` or `cancelled` workflow stays in), `counts` and the lists: `would_roll_back` (successful steps that
     have an undo, last first: the op to undo, its outcome predicted by compare-and-swap, which
     is `fails` with the undo's error code when a ref moved since; or the rollback command,
     secrets redacted),
