@@ -288,3 +288,44 @@ def test_durations_over_mcp(sw):
         recent = client.envelope("op_log", {"since": "1d"})
         none = client.envelope("op_log", {"until": "1d"})
     assert len(recent["result"]["ops"]) == 6 and none["result"]["ops"] == []
+
+
+def test_a_line_break_in_a_nested_value_cannot_pass_for_more_of_the_table(sw, store):
+    """A file named "ok.txt\\n  blob: 000…\\n- path: payload.sh" showed in `changeset show -o
+    table` as two files, one of them with a made-up blob. Within a nested value (files,
+    metadata) a line break is written `\\x0a`; a message, a cell of its own, keeps its lines."""
+    (sw.tmp / "a").mkdir()
+    spoof = "ok.txt\n  blob: 0000\n  size: 1\n- path: payload.sh"
+    (sw.tmp / "a" / spoof).write_text("rm -rf /\n")
+    made = sw.ok("--repo", store, "--as", AGENT, "changeset", "create", "-m", "first\nsecond",
+                 "--file", f"a/{spoof}", "--meta", "k=v\n  x: y")
+    ran = sw("--repo", store, "-o", "table", "changeset", "show", made["changeset"]["id"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    lines = [line.rstrip() for line in ran.stdout.splitlines()]
+    assert [line for line in lines if "path:" in line] == [
+        "files     - path: a/ok.txt\\x0a  blob: 0000\\x0a  size: 1\\x0a- path: payload.sh"
+    ], ran.stdout
+    assert "metadata  k: v\\x0a  x: y" in lines and "message   first" in lines and "          second" in lines, ran.stdout
+
+
+def test_a_call_to_make_next_is_shown_as_a_command_line_to_copy(sw, store, tmp_path):
+    """`next` shows each call's argv as one command line, quoted as a shell reads it: `workflow
+    status` printed them joined with spaces (a store in `q;echo INJECTED` ran `echo` when pasted),
+    and the generic table (`workflow approve -o table`) as a list with commas; `demo`'s own
+    commands were unquoted in the JSON too."""
+    import shlex
+
+    odd = tmp_path / "q;echo INJECTED"
+    sw.ok("--as", AGENT, "init", str(odd))
+    flow = tmp_path / "g.toml"
+    flow.write_text('name = "g"\n[[step]]\nname = "gate"\napproval = "ok?"\n')
+    repo = ("--repo", str(odd), "--as", AGENT)
+    wf = sw.ok(*repo, "workflow", "run", str(flow))["workflow"]["id"]
+    env = {"COLUMNS": "400", "NO_COLOR": "1"}
+    status = sw(*repo, "-o", "table", "workflow", "status", wf, env=env).stdout
+    approve_argv = ["swarmctl", "--repo", str(odd), "--as", AGENT, "workflow", "approve", wf]
+    assert f"next: {shlex.join(approve_argv)}" in status.splitlines(), status
+    approved = sw(*repo, "-o", "table", "workflow", "approve", wf, env=env).stdout
+    resume_argv = ["swarmctl", "--repo", str(odd), "--as", AGENT, "workflow", "resume", wf]
+    assert f"argv: {shlex.join(resume_argv)}" in [line.strip() for line in approved.splitlines()], approved
+    demo = sw.ok("demo", str(tmp_path / "a demo"))
+    assert [shlex.split(line)[:3] for line in demo["next"]] == [["swarmctl", "--repo", str(tmp_path / "a demo")]] * 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -547,7 +548,7 @@ def _workflow_status(console, result: dict[str, Any]) -> None:
         table.add_row(str(step["index"]), step["name"], *kind, step["status"], _step_detail(step))
     console.print(table)
     for call in result.get("next") or []:
-        console.print(f"next: {' '.join(call['argv'])}", soft_wrap=True)
+        console.print(f"next: {shlex.join(call['argv'])}", soft_wrap=True)
 
 
 def _blast_radius(console, result: dict[str, Any]) -> None:
@@ -578,7 +579,7 @@ def _rollback_entry(e: dict[str, Any]) -> str:
     """A RollbackEntry: how its step is undone (a command step by its rollback command, a store
     step by `op undo`), and the predicted outcome."""
     undo = e["undo"]
-    how = "run " + " ".join(undo["command"]) if e["kind"] == "run" else f"undo op {undo['op_undo']}"
+    how = "run " + shlex.join(undo["command"]) if e["kind"] == "run" else f"undo op {undo['op_undo']}"
     predicted = e["predicted"]
     outcome = predicted["outcome"] + (f" {predicted['code']}" if predicted.get("code") else "")
     return f"{how} → {outcome}" + (" (retry)" if e["retry"] else "")
@@ -623,7 +624,12 @@ def _a_time(key: str, value: Any) -> bool:
 
 
 def _text(value: Any) -> str:
-    """A value for people: scalars as words, nested objects and lists as indented lines."""
+    """A value for people: scalars as words, nested objects and lists as indented lines. A
+    string alone keeps its line breaks (a message of many lines, in a cell of its own); within
+    the lines of a nested value each is written `\\x0a`, so that no value can pass for more
+    lines of the structure (a file named "a\\n  blob: ..." for a second file)."""
+    if isinstance(value, str):
+        return value or "-"
     return "\n".join(_lines(value, "")) or "-"
 
 
@@ -632,7 +638,7 @@ def _scalar(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return str(value).replace("\n", "\\x0a")
 
 
 def _flat(value: Any) -> bool:
@@ -653,8 +659,11 @@ def _lines(value: Any, indent: str) -> list[str]:
     if isinstance(value, dict):
         lines = []
         for key, item in value.items():
+            key = _scalar(key)
             if _a_time(key, item):
                 lines.append(f"{indent}{key}: {when(item)}")
+            elif key == "argv" and isinstance(item, list) and all(isinstance(a, str) for a in item):
+                lines.append(f"{indent}{key}: {_scalar(shlex.join(item))}")  # a command line to copy (`next`)
             elif _flat(item):
                 lines.append(f"{indent}{key}: {_lines(item, '')[0]}")
             else:

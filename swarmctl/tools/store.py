@@ -7,6 +7,7 @@ made by an older swarmctl to this one's format). The first paragraph here is `sw
 --help`'s.
 """
 
+import shlex
 import typing
 
 from swarmctl.context import Context
@@ -120,10 +121,10 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
     return DemoResult(
         repo=where,
         ops=log.ops,
-        next=[
-            f"swarmctl --repo {where} -o table op log",
-            f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6 --dry-run",
-            f"swarmctl --repo {where} --as {DEMO_AGENT} op undo 6",
+        next=[  # command lines to copy: the path quoted as a shell needs it
+            shlex.join(["swarmctl", "--repo", where, "-o", "table", "op", "log"]),
+            shlex.join(["swarmctl", "--repo", where, "--as", DEMO_AGENT, "op", "undo", "6", "--dry-run"]),
+            shlex.join(["swarmctl", "--repo", where, "--as", DEMO_AGENT, "op", "undo", "6"]),
         ],
     )
 
