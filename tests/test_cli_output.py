@@ -19,11 +19,12 @@ from swarm import swarmctl_argv
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def run_on_terminal(args, env, cwd):
-    """Run swarmctl with stdout on a real pseudo-terminal; return (status, stdout, stderr)."""
+def run_on_terminal(args, env, cwd, stdin=None):
+    """Run swarmctl with stdout on a real pseudo-terminal (stdin: a file to read, or None);
+    return (status, stdout, stderr)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [*swarmctl_argv(), *args], stdout=slave, stderr=subprocess.PIPE, env=env, cwd=cwd
+        [*swarmctl_argv(), *args], stdin=stdin, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=cwd
     )
     os.close(slave)
     chunks = []

@@ -100,3 +100,26 @@ def test_usage_errors_and_warnings_on_stderr_are_inert(sw):
 )
 def test_inert_escapes_control_and_format_characters_only(text, shown):
     assert inert(text) == shown
+
+
+def test_json_lines_on_a_terminal_are_inert_too(sw):
+    """`-o jsonl` and `call --lines` wrote a ref named with a bidi override, and a message's C1
+    CSI (U+009B), raw to a terminal, where the indented envelope writes them as JSON escapes. On
+    a terminal every JSON line is written so (the same JSON); a pipe gets it as it is."""
+    from test_cli_output import run_on_terminal
+
+    repo = str(sw.store)
+    sw.ok("--as", ALICE, "init", repo)
+    made = sw.ok("--repo", repo, "--as", ALICE, "changeset", "create", "-m", "c1 \u009b31m red", "--ref", BIDI)
+    env = {**sw.env, "SWARMCTL_REPO": repo}
+    for args in (("-o", "jsonl", "ref", "list"), ("-o", "jsonl", "changeset", "show", made["changeset"]["id"])):
+        status, out, _ = run_on_terminal(list(args), env, sw.tmp)
+        assert status == 0 and "\u202e" not in out and "\u009b" not in out, out
+        assert "\\u202e" in out or "\\u009b" in out, out
+        assert sw(*args, env={"SWARMCTL_REPO": repo}).stdout.count("\\u") == 0  # a pipe: the JSON as it is
+    lines = sw.tmp / "calls.jsonl"
+    lines.write_text(json.dumps({"tool": "ref_list", "arguments": {}}) + "\n")
+    with lines.open("rb") as stdin:
+        status, out, _ = run_on_terminal(["call", "--lines"], env, sw.tmp, stdin=stdin)
+    assert status == 0 and "\u202e" not in out and "\\u202e" in out, out
+    assert json.loads(out)["result"]["refs"][0]["name"] == BIDI

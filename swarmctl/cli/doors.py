@@ -248,9 +248,9 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
 def _write_line(text: str) -> bool:
     """Write one line to stdout now (a caller reads each result as it comes); False when the
     pipe is closed."""
-    from swarmctl.cli.output import write
+    from swarmctl.cli.output import write_lines
 
-    return write(text + "\n")
+    return write_lines(text + "\n")
 
 
 COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) on stdout.

@@ -5,7 +5,8 @@ characters (Unicode category Cc: ESC, BEL, CR, ...) or format characters (Cf: th
 overrides such as U+202E, zero-width characters), which a terminal would act on (retitle or
 clear it, hide or reorder text). Every table cell, progress line and stderr message goes
 through `inert`, whatever the colour setting. JSON text escapes only U+0000-U+001F itself:
-on a terminal the envelope goes through `inert_json`, which writes the rest (DEL, the C1
+on a terminal the envelope (and each line of `-o jsonl` and `call --lines`) goes through
+`inert_json`, which writes the rest (DEL, the C1
 controls such as U+009B, CSI to a terminal that reads UTF-8, and the format characters) as
 JSON escapes too; the JSON means the same. A pipe gets JSON as it is: no terminal reads it.
 """

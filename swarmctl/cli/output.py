@@ -25,9 +25,9 @@ def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if globals_.output == "jsonl":
         records = jsonl_records(envelope, tool)
         if isinstance(records, JsonTexts):  # each record's JSON text already
-            write("".join(line_safe(text) + "\n" for text in records.json_texts))
+            write_lines("".join(line_safe(text) + "\n" for text in records.json_texts))
         else:
-            write("".join(dumps(record) + "\n" for record in records))
+            write_lines("".join(dumps(record) + "\n" for record in records))
         return
     color = wants_color(globals_.color) and (sys.stdout.isatty() or globals_.color == "always")
     if globals_.output == "table":
@@ -123,6 +123,16 @@ class _Sink:
 
     def flush(self) -> None:
         pass
+
+
+def write_lines(text: str) -> bool:
+    """Write JSON Lines to stdout (`write`); on a terminal, with nothing in them a terminal acts
+    on (cli/inert.py: `inert_json`, the same JSON), as the indented envelope is written there."""
+    if _isatty(sys.stdout):
+        from swarmctl.cli.inert import inert_json
+
+        text = inert_json(text)
+    return write(text)
 
 
 def write(text: str, human: bool = False) -> bool:
