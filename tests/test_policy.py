@@ -93,6 +93,9 @@ def test_setting_a_policy_is_an_op_that_raises_the_format_and_op_undo_takes_it_b
     assert store.ok(None, "op", "show", "7")["kind"] == "policy_set"
     if backend == "sqlite":
         assert _format(sw) == POLICY_FORMAT
+    from swarmctl import registry  # its help says so, with the format it is (it said 4, a store's own format)
+
+    assert f"raises its format to {POLICY_FORMAT}," in " ".join(registry.get("policy_set").description.split())
     # Setting the same text again writes nothing.
     assert store.ok(BOB, "policy", "set", "policy.toml") == {"version": 7, "previous": 7, "op": None}
     # Only admins change it, or undo a change of it.

@@ -92,9 +92,9 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     policy in force's `admins`; while none is set, anyone) may: else E_FORBIDDEN. A policy that
     does not parse, or has a key this swarmctl does not know, is E_INVALID_ARG (a typo must not
     silently open a door), and so is `admins = []`, which no one could ever take back, and admins
-    that no actor (kind/name) can match, and a policy over 64 KiB (MAX_POLICY_BYTES). Setting
+    that no actor (kind/name) can match, and a policy over 64 KiB. Setting
     the policy in force again writes nothing (`op` null). The store's first policy raises its
-    format to 4, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
+    format to 5, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
     of the op restores the policy before it."""
     actor = ctx.require_actor()
     admins = rules.parse(req.policy).admins  # before anything is opened: a bad file says so first
