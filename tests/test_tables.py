@@ -329,3 +329,34 @@ def test_a_call_to_make_next_is_shown_as_a_command_line_to_copy(sw, store, tmp_p
     assert f"argv: {shlex.join(resume_argv)}" in [line.strip() for line in approved.splitlines()], approved
     demo = sw.ok("demo", str(tmp_path / "a demo"))
     assert [shlex.split(line)[:3] for line in demo["next"]] == [["swarmctl", "--repo", str(tmp_path / "a demo")]] * 3
+
+
+def test_a_failed_command_s_last_words_are_in_its_step_s_detail(sw, tmp_path):
+    """`-o table workflow status` said only "exited with status 3": why it failed (what the command
+    wrote last) was in the JSON alone. The detail adds the last lines of its stderr's tail (its
+    stdout's, when stderr is empty), for the run and for a failed rollback."""
+    repo = tmp_path / "store"
+    sw.ok("--as", AGENT, "init", str(repo))
+    script = tmp_path / "fail.sh"
+    script.write_text('#!/bin/sh\necho "progress one"\necho "line 1" >&2\necho "fatal: [prod] unreachable" >&2\nexit 3\n')
+    script.chmod(0o755)
+    quiet = tmp_path / "quiet.sh"
+    quiet.write_text('#!/bin/sh\necho "only stdout"\nexit 4\n')
+    quiet.chmod(0o755)
+    flow = tmp_path / "f.toml"
+    flow.write_text('name = "f"\n[[step]]\nname = "ok"\nrun = ["true"]\nrollback = ["./quiet.sh"]\n'
+                    '[[step]]\nname = "boom"\nrun = ["./fail.sh"]\nrollback = ["true"]\n')
+    args = ("--repo", str(repo), "--as", AGENT)
+    wf = sw(*args, "workflow", "run", str(flow)).error["details"]["workflow"]
+    env = {"COLUMNS": "300", "NO_COLOR": "1"}
+    status = sw(*args, "-o", "table", "workflow", "status", wf, env=env).stdout
+    assert "exited with status 3; stderr: line 1\nfatal: [prod] unreachable" in _unboxed(status), status
+    sw(*args, "workflow", "rollback", wf, "--confirm", "--expect-preview", sw.ok(*args, "workflow", "rollback", wf)["preview_id"])
+    rolled = sw(*args, "-o", "table", "workflow", "status", wf, env=env).stdout
+    assert "rollback exited with status 4; stdout: only stdout" in _unboxed(rolled), rolled
+
+
+def _unboxed(table: str) -> str:
+    """The detail column's text of a bordered table, its folded lines joined by newlines."""
+    details = [line.rstrip().rstrip("│").rsplit("│", 1)[-1].strip() for line in table.splitlines() if line.startswith("│")]
+    return "\n".join(details)

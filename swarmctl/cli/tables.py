@@ -510,6 +510,8 @@ def _step_detail(step: dict[str, Any]) -> str:
         parts.append(result["summary"])
     if isinstance(result.get("error"), dict):
         parts.append(f"{result['error']['code']}: {result['error']['message']}")
+    if step["status"] == "failed" and (said := _last_said(result)):
+        parts.append(said)
     if step.get("undo_op"):
         parts.append(f"undone by op {step['undo_op']}")
     undo = step.get("undo_result") or {}
@@ -517,9 +519,26 @@ def _step_detail(step: dict[str, Any]) -> str:
         parts.append(f"rollback {undo['summary']}")
     if isinstance(undo.get("error"), dict):
         parts.append(f"undo {undo['error']['code']}")
+    if step["status"] == "rollback_failed" and (said := _last_said(undo)):
+        parts.append(said)
     if step.get("interrupted_during"):
         parts.append(f"interrupted during {step['interrupted_during']}: effect unknown")
     return "; ".join(parts)
+
+
+TAIL_LINES, TAIL_CHARS = 3, 400  # of a failed command's output, in its step's detail
+
+
+def _last_said(outcome: dict[str, Any]) -> str | None:
+    """What a failed command last wrote, for the person reading why it failed: the last lines
+    of its stderr's tail (of its stdout's, when it wrote nothing to stderr); the whole tails
+    are in the JSON."""
+    for stream in ("stderr", "stdout"):
+        text = str(outcome.get(f"{stream}_tail") or "").strip()
+        if text:
+            kept = "\n".join(text.splitlines()[-TAIL_LINES:])
+            return f"{stream}: " + (kept if len(kept) <= TAIL_CHARS else "…" + kept[-TAIL_CHARS:])
+    return None
 
 
 def _workflow_status(console, result: dict[str, Any]) -> None:
