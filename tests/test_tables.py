@@ -360,3 +360,15 @@ def _unboxed(table: str) -> str:
     """The detail column's text of a bordered table, its folded lines joined by newlines."""
     details = [line.rstrip().rstrip("│").rsplit("│", 1)[-1].strip() for line in table.splitlines() if line.startswith("│")]
     return "\n".join(details)
+
+
+@pytest.mark.parametrize("width", [40, 50])
+def test_ref_list_keeps_each_changeset_id_and_op_whole_at_a_narrow_terminal(sw, store, width):
+    """Rich cut the changeset ids of `ref list -o table` as well as the names (`9b36f183f…`), so
+    two refs could read alike; as the plain table of many refs, the short id and the op stay whole."""
+    sw.ok("--repo", store, "--as", AGENT, "ref", "set", "feature/" + "x" * 60, "main", "--create")
+    refs = sw.ok("--repo", store, "ref", "list")["refs"]
+    table = sw("--repo", store, "-o", "table", "ref", "list", env={"COLUMNS": str(width), "NO_COLOR": "1"}).stdout
+    for ref in refs:
+        assert any(ref["target"][:12] in line and str(ref["op"]) in line for line in table.splitlines()), table
+    assert max(len(line) for line in table.splitlines()) <= width, table

@@ -334,14 +334,11 @@ def _demo(console, result: dict[str, Any]) -> None:
 
 
 def _refs(console, result: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table()
-    for column in ("ref", "changeset", "last moved by op"):
-        table.add_column(column)
-    for ref in result["refs"]:
-        table.add_row(ref["name"], _short(ref["target"]), str(ref["op"]))
-    console.print(table)
+    """As `_plain_refs` fits them: the changeset's short id and the op whole, a long name cut
+    (Rich alone cut the ids too, and two refs at a narrow terminal read alike)."""
+    rows = [{"ref": ref["name"], "changeset": _short(ref["target"]), "last moved by op": str(ref["op"])}
+            for ref in result["refs"]]
+    _fitted(console, rows, {"ref": "cut", "changeset": "keep", "last moved by op": "keep"}, drop=[])
 
 
 def _undo(console, result: dict[str, Any]) -> None:
