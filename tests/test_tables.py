@@ -164,13 +164,16 @@ def test_workflow_list_keeps_the_id_and_the_state_whole_at_any_width(sw, store):
         '[[step]]\nname = "s"\nref_set = { name = "x", to = "main" }\n'
     )
     wf = sw.ok("--repo", store, "--as", AGENT, "workflow", "run", "flow.toml")["workflow"]["id"]
-    for width in (40, 60, 80, 160):
+    for width in (40, 60, 80, 120, 160):
         ran = sw("--repo", store, "-o", "table", "workflow", "list", env={"COLUMNS": str(width), "TZ": "UTC"})
         lines = ran.stdout.splitlines()
         assert ran.exit == 0 and max(map(len, lines)) <= width, "\n" + ran.stdout
         (row,) = [line for line in lines if wf in line]
         assert "completed" in row, ran.stdout
         assert len(lines) <= 5, ran.stdout  # a row a workflow: nothing folded
+        # Who made it: whole or not shown (it was cut to `agent/w…` while the name took the room).
+        assert AGENT in row or AGENT[:5] not in row, ran.stdout
+        assert AGENT in row or width < 120, ran.stdout
         # Its status: the step's kind and status whole (they were folded mid-word: `ref_se`, `t`).
         status = sw("--repo", store, "-o", "table", "workflow", "status", wf, env={"COLUMNS": str(width)})
         boxed = [line for line in status.stdout.splitlines() if line[:1] in "┏┃┡│└"]  # the heading and `next`: whole

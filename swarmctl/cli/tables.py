@@ -467,7 +467,8 @@ def _workflows(console, result: dict[str, Any]) -> None:
         }
         for wf in result["workflows"]
     ]
-    how = {"workflow": "keep", "name": "cut", "state": "keep", "steps done": "whole", "created by": "cut",
+    # Who made it is shown whole or not at all: an actor cut to `human/a…` names no one.
+    how = {"workflow": "keep", "name": "cut", "state": "keep", "steps done": "whole", "created by": "whole",
            "created": "whole", "updated": "whole"}
     _fitted(console, rows, how, drop=["created", "created by", "updated", "steps done", "name"])
     if result.get("has_more"):
@@ -490,7 +491,7 @@ def _tokens(console, result: dict[str, Any]) -> None:
         for token in result["tokens"]
     ]
     how = {"id": "keep", "actor": "keep", "access": "whole", "expires": "whole", "revoked": "whole",
-           "created": "whole", "created by": "cut"}
+           "created": "whole", "created by": "whole"}
     _fitted(console, rows, how, drop=["created by", "created", "access", "expires"], right=("id",))
 
 
