@@ -121,11 +121,8 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
     return DemoResult(
         repo=where,
         ops=log.ops,
-        next=[  # command lines to copy: the path quoted as a shell needs it
-            shlex.join(["swarmctl", "--repo", where, "-o", "table", "op", "log"]),
-            shlex.join(["swarmctl", "--repo", where, "--as", DEMO_AGENT, "op", "undo", "6", "--dry-run"]),
-            shlex.join(["swarmctl", "--repo", where, "--as", DEMO_AGENT, "op", "undo", "6"]),
-        ],
+        next=[shlex.join(["swarmctl", "--repo", where, *words]) for words in (  # the path quoted as a shell needs it
+            ["-o", "table", "op", "log"], ["--as", DEMO_AGENT, "op", "undo", "6", "--dry-run"], ["--as", DEMO_AGENT, "op", "undo", "6"])],
     )
 
 
