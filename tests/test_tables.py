@@ -375,3 +375,14 @@ def test_ref_list_keeps_each_changeset_id_and_op_whole_at_a_narrow_terminal(sw, 
     for ref in refs:
         assert any(ref["target"][:12] in line and str(ref["op"]) in line for line in table.splitlines()), table
     assert max(len(line) for line in table.splitlines()) <= width, table
+
+
+def test_a_trailing_backslash_is_shown_once(sw, store):
+    """Rich's markup escape doubles a trailing backslash (for a tag written after the text), so a
+    message `copy to C:\\temp\\` showed as `...C:\\temp\\\\` in a cell; one ending in two kept two."""
+    for message in ("copy to C:\\temp\\", "two\\\\", "tag\\[bold]x[/bold]\\"):
+        made = sw.ok("--repo", store, "--as", AGENT, "changeset", "create", "-m", message)["changeset"]["id"]
+        shown = sw("--repo", store, "-o", "table", "changeset", "show", made, env={"COLUMNS": "200", "NO_COLOR": "1"}).stdout
+        assert f"message   {message}" in [line.rstrip() for line in shown.splitlines()], shown
+        log = sw("--repo", store, "-o", "table", "op", "log", "-n", "1", env={"COLUMNS": "200", "NO_COLOR": "1"}).stdout
+        assert f"{made[:12]}: {message} " in log, log

@@ -83,3 +83,16 @@ def inert_all(value: Any) -> Any:
 def line(value: Any) -> str:
     """One line for stderr: a value as text, with nothing a terminal would act on."""
     return inert(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def as_markup(text: str) -> str:
+    """`text` made inert and escaped as Rich markup, to be shown as it is (`[bold]` in a message
+    too). Rich's own escape doubles a trailing backslash, for a tag written right after the
+    text; swarmctl's renderers write none after data, and a cell showed both backslashes
+    (`C:\\temp\\\\` for `C:\\temp\\`): the second is left out."""
+    from rich.markup import escape
+
+    text = inert(text)
+    escaped = escape(text)
+    return escaped[:-1] if text.endswith("\\") and not text.endswith("\\\\") else escaped
+

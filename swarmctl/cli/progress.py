@@ -27,12 +27,10 @@ class StepProgress:
             pass
 
     def _show(self, event: dict[str, Any]) -> None:
-        from rich.markup import escape
-
-        from swarmctl.cli.inert import inert
+        from swarmctl.cli.inert import as_markup
 
         # Names come from the workflow file: shown as text, never as markup or terminal controls.
-        event = {k: escape(inert(v)) if isinstance(v, str) else v for k, v in event.items()}
+        event = {k: as_markup(v) if isinstance(v, str) else v for k, v in event.items()}
         if self._progress is None:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

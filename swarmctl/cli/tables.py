@@ -71,12 +71,10 @@ class _Text(io.StringIO):
 
 
 def _escaped(value: Any) -> Any:
-    from rich.markup import escape
-
-    from swarmctl.cli.inert import inert
+    from swarmctl.cli.inert import as_markup
 
     if isinstance(value, str):
-        return escape(inert(value))
+        return as_markup(value)
     if isinstance(value, list):
         return [_escaped(v) for v in value]
     if isinstance(value, dict):
@@ -376,7 +374,7 @@ def _restore(console, result: dict[str, Any]) -> None:
         console.print(f"op {result['op']} restored refs to op {result['restored_to']}:")
     for move in result["ref_moves"]:
         console.print(f"  {move['name']} → {_short(move['new'])}")
-    console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
+    console.print(result["hint"], style="dim", soft_wrap=True)
 
 
 def _tx_status(console, result: dict[str, Any]) -> None:
@@ -450,7 +448,7 @@ def _tx_commit(console, result: dict[str, Any]) -> None:
 def _tx_rollback(console, result: dict[str, Any]) -> None:
     console.print(f"tx {result['tx']} rolled back ({result['discarded']} revision(s) discarded): {result['state']}")
     if result["hint"]:
-        console.print(f"[yellow]{result['hint']}[/]", soft_wrap=True)
+        console.print(result["hint"], style="yellow", soft_wrap=True)
 
 def _workflows(console, result: dict[str, Any]) -> None:
     """`workflow list`: the id (what a person copies into the next command) and the state stay
@@ -589,7 +587,7 @@ def _blast_radius(console, result: dict[str, Any]) -> None:
             console.print(f"  {e['code']}: {e['message']}", soft_wrap=True)
     for r in result.get("results") or []:
         console.print(f"  {r['step']}: {r['status']}", soft_wrap=True)
-    console.print(f"[dim]{result['hint']}[/]", soft_wrap=True)
+    console.print(result["hint"], style="dim", soft_wrap=True)
 
 
 def _rollback_entry(e: dict[str, Any]) -> str:
