@@ -401,3 +401,23 @@ def test_init_killed_half_way_leaves_no_store(sw):
     # The next init cleans up after the killed one.
     sw.ok("--as", ALICE, "init", str(sw.store))
     assert sorted(p.name for p in sw.store.iterdir()) == ["swarmops.db"]
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE ops SET undoes = 6 WHERE op = 6",  # an op that undoes itself
+    "UPDATE ops SET undoes = 6 WHERE op = 5; UPDATE ops SET undoes = 5 WHERE op = 6",  # two that undo each other
+])
+def test_a_loop_of_undos_is_damage_that_every_command_reports(sw, damage):
+    """An `undoes` that makes a loop sent every read that asks what is undone (op log, op show,
+    store check, call --lines) round it forever, growing its memory (14.8 GB in minutes): each
+    is E_STORE_CORRUPT (exit 9) at once, naming the op."""
+    build_golden_store(sw)
+    conn = sqlite3.connect(sw.store / "swarmops.db")
+    conn.executescript(damage)
+    conn.close()
+    for args in (("store", "check"), ("op", "log"), ("op", "show", "6"), ("--as", AGENT, "op", "undo", "6")):
+        ran = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), *args], cwd=sw.tmp, env=sw.env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        error = json.loads(ran.stdout)["error"]
+        assert (ran.returncode, error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
+        assert "which is not earlier" in error["message"], ran.stdout

@@ -220,7 +220,9 @@ def undo_in_effect(conn: Conn, op: int) -> int | None:
     current: int | None = op
     while current is not None:
         undos = undos_of(conn, current)
-        current = undos[-1] if undos else None
+        later = undos[-1] if undos else None
+        _check_later(current, later)
+        current = later
         if current is not None:
             chain.append(current)
     # chain = [undo of op, undo of that undo, ...]: odd length means op is taken back.
@@ -239,12 +241,21 @@ def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
     taken_back: dict[int, int] = {}
     for op in ops:
         chain, current = [], newest.get(op)
+        _check_later(op, current)
         while current is not None:
             chain.append(current)
+            _check_later(current, newest.get(current))
             current = newest.get(current)
         if len(chain) % 2 == 1:  # as in undo_in_effect: odd length means op is taken back
             taken_back[op] = chain[0]
     return taken_back
+
+
+def _check_later(op: int, undo: int | None) -> None:
+    """An op is taken back only by a later one: a chain of undos always ends. One that does not
+    (a damaged `undoes`, a revert's row naming a later op) is damage, never an endless walk."""
+    if undo is not None and undo <= op:
+        raise damaged([Problem("undoes_earlier_op", f"op {undo} undoes op {op}, which is not earlier", op=undo)])
 
 
 def cancelling(conn: Conn, ops: Iterable[int], name: str | None = None) -> set[int]:
