@@ -817,3 +817,22 @@ def test_a_message_too_long_for_an_envelope_keeps_its_end_which_says_what_is_wro
     assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and len(message) < 1100, len(message)
     assert message.startswith("invalid ref name 'aaa") and message.endswith("': it is longer than 255 characters"), message
     assert "more characters] …" in message
+
+
+@pytest.mark.parametrize("limit", [5, 6])
+def test_store_check_out_of_file_descriptors_is_e_unavailable_not_a_corrupt_store(sw, limit):
+    """`store check` run with `ulimit -n 6` said a sound store "fails 3 of its checks" (BLAKE3's
+    module could not be opened: "the store cannot be read here"), E_STORE_CORRUPT, restore a
+    backup: a cron check's false alarm. It is E_UNAVAILABLE, safe to retry, as `op log` is there."""
+    import resource
+
+    build_golden_store(sw)
+
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    ran = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "store", "check"], capture_output=True, text=True,
+                         env=sw.env, cwd=sw.tmp, stdin=subprocess.DEVNULL, preexec_fn=low, timeout=60)
+    error = json.loads(ran.stdout)["error"]
+    assert (ran.returncode, error["code"], error["details"]["reason"]) == (11, "E_UNAVAILABLE", "too_many_open_files"), ran.stdout
+    assert sw.ok("--repo", str(sw.store), "store", "check")["problems"] == []

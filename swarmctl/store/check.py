@@ -81,6 +81,23 @@ def _head_row(conn: Conn) -> list[Problem]:
 _NOT_DAMAGE = ("42501", "57014", "08", "57P", "53", "40001", "40P01")
 
 
+def _lack_of_resources(exc: Exception) -> Exception | None:
+    """The same of this machine: no file descriptor or memory left for the check (`ulimit -n`:
+    BLAKE3's module could not be opened, SQLite "unable to open" its files) is E_UNAVAILABLE,
+    safe to retry, never damage. None: what stopped the check may be the store's."""
+    import errno
+
+    from swarmctl.store import errors
+
+    if isinstance(exc, MemoryError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        return errors.too_many_open_files(None, f"{exc.strerror}: {exc.filename}")
+    if errors.no_descriptor_free():
+        return errors.too_many_open_files(None, f"{type(exc).__name__}: {exc}")
+    return None
+
+
 def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
     # On PostgreSQL a failed query aborts the transaction, and every check after it said only
     # "current transaction is aborted": each runs in a savepoint, and a failure is undone alone.
@@ -93,6 +110,8 @@ def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
         state = getattr(exc, "sqlstate", None)
         if isinstance(state, str) and state.startswith(_NOT_DAMAGE):
             raise
+        if (lack := _lack_of_resources(exc)) is not None:
+            raise lack from exc
         if savepoint:
             conn.execute("ROLLBACK TO SAVEPOINT a_check")
         name = getattr(run, "__name__", "check").strip("_")
