@@ -138,3 +138,37 @@ def test_text_that_is_not_utf8_in_the_store_is_e_store_corrupt(sw):
     conn.close()
     ran = sw("--repo", str(store), "op", "log")
     assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+
+
+@pytest.mark.parametrize("files", ['[]', '"x"', '{"a": {"b": 1}}'])
+def test_a_changeset_s_files_of_a_shape_no_changeset_has_is_e_store_corrupt(sw, files):
+    """`files` edited to a list, a string or nested objects was E_INTERNAL (exit 70, "a bug in
+    swarmctl": AttributeError, a binding error); malformed JSON was E_STORE_CORRUPT already."""
+    store = make_store(sw, sw.tmp / "store")
+    sw.ok("--repo", str(store), "--as", ALICE, "changeset", "create", "-m", "x", "--ref", "main")
+    conn = sqlite3.connect(store / "swarmops.db")
+    conn.execute("UPDATE changesets SET files = ? WHERE id = (SELECT target FROM refs WHERE name = 'main')", (files,))
+    conn.commit()
+    conn.close()
+    for args in (("changeset", "show", "main"), ("-o", "jsonl", "changeset", "show", "main")):
+        ran = sw("--repo", str(store), *args)
+        assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "1001", "99999999999999999999", ""])
+def test_a_transaction_bound_no_command_could_set_is_e_store_corrupt_and_tx_config_sets_it_right(sw, value):
+    """`tx.max_revisions` edited to `abc` made `tx begin` and `tx config` E_INTERNAL; `-5` was
+    taken, and every `tx set` refused "at its bound of -5". It is damage, which `store check`
+    names; `tx config --max-revisions N` sets it right."""
+    store = make_store(sw, sw.tmp / "store")
+    conn = sqlite3.connect(store / "swarmops.db")
+    conn.execute("INSERT INTO meta(key, value) VALUES ('tx.max_revisions', ?)", (value,))
+    conn.commit()
+    conn.close()
+    repo = ("--repo", str(store), "--as", ALICE)
+    for args in (("tx", "begin"), ("tx", "config"), ("store", "check")):
+        ran = sw(*repo, *args)
+        assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
+        assert "tx.max_revisions" in ran.error["message"], ran.stdout
+    assert sw.ok(*repo, "tx", "config", "--max-revisions", "20") == {"max_revisions": 20, "changed": True}
+    assert sw.ok(*repo, "tx", "begin")["max"] == 20

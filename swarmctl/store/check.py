@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, NamedTuple
 
+from swarmctl.envelope import SwarmError
 from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts, workflows
 from swarmctl.store.errors import Problem
@@ -40,7 +41,7 @@ def check_store(
     if integrity and dialect(conn) == SQLITE:
         checks.append(_integrity)
     checks += [_format_tables, _ops_gapless, _ops_ordered, _reverts_earlier, _replay, _moves_beside_ops, _hash_chain]
-    checks += [_changesets, _blobs, _refs_shadowing_ids]
+    checks += [_changesets, _blobs, _refs_shadowing_ids, _settings]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
     else:
@@ -326,6 +327,17 @@ def _changesets(conn: Conn) -> list[Problem]:
         if computed != cid:
             problems.append(Problem("changeset_id", f"changeset {cid} does not hash to its id: its content changed"))
     return problems
+
+
+def _settings(conn: Conn) -> list[Problem]:
+    """The store's settings (`meta` rows) hold what their commands could set."""
+    from swarmctl.store import txs
+
+    try:
+        txs.max_revisions(conn)
+    except SwarmError as exc:
+        return [Problem("settings", exc.message)]
+    return []
 
 
 def _blobs(conn: Conn) -> list[Problem]:

@@ -112,10 +112,22 @@ def net_moves(conn: Conn, tx: Tx) -> list[StagedMove]:
     ]
 
 
-def max_revisions(conn: Conn) -> int:
-    """The store's bound on staged revisions, for transactions begun from now on."""
+def stored_max_revisions(conn: Conn) -> str:
+    """The bound as the store holds it (the default's text where none is set)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (_SETTING,)).fetchone()
-    return int(row[0]) if row else DEFAULT_MAX_REVISIONS
+    return str(DEFAULT_MAX_REVISIONS) if row is None else row[0]
+
+
+def max_revisions(conn: Conn) -> int:
+    """The store's bound on staged revisions, for transactions begun from now on. One that is
+    not a bound `tx config` could set is damage (E_STORE_CORRUPT); `tx config` sets it right."""
+    text = stored_max_revisions(conn)
+    if not (isinstance(text, str) and text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_REVISIONS_LIMIT):
+        from swarmctl.store.errors import corrupt
+
+        raise corrupt(f"the store's {_SETTING} is {str(text)[:40]!r}, not a whole number from 1 to {MAX_REVISIONS_LIMIT}; "
+                      f"set it with `swarmctl tx config --max-revisions N`", None)
+    return int(text)
 
 
 # --- writes (inside Store.write) -------------------------------------------------------------

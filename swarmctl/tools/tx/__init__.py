@@ -336,7 +336,7 @@ def tx_config(ctx: Context, req: TxConfigReq) -> TxConfigResult:
         from swarmctl import policy as rules  # here: reading the setting needs no rules
 
         rules.refuse(rules.may_admin(w.policy, actor, "change a store setting"))
-        changed = txs.max_revisions(w.conn) != value
+        changed = txs.stored_max_revisions(w.conn) != str(value)  # a damaged value is set right too
         txs.set_max_revisions(w.conn, value)
     return TxConfigResult(max_revisions=value, changed=changed)
 
