@@ -8,6 +8,7 @@ that release's code) is read as it is and upgraded by its first write or `store 
 one transaction. The fuzz tests are seeded."""
 
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import AGENT, ALICE, build_golden_store, file_digests, op_count
+from core_helpers import AGENT, ALICE, build_golden_store, file_digests, fold_wal, op_count
 from swarmctl.store.schema import FORMAT_VERSION
 
 
@@ -391,3 +392,17 @@ def test_a_check_that_cannot_read_leaves_the_others_to_run_on_either_store(sw):
     assert not any("aborted" in p["message"] for p in problems), problems
     # And the table gone is named (a store of this format has every table a new one is made with).
     assert any(p["code"] == "format_tables" and "lacks its table time_breaks" in p["message"] for p in problems)
+
+
+@pytest.mark.parametrize("side, make", [("-wal", os.mkfifo), ("-shm", os.mkdir)])
+def test_store_check_names_a_side_file_every_write_would_refuse(sw, side, make):
+    """A FIFO at the -wal (a directory at the -shm): every write said E_STORE_CORRUPT naming it,
+    while `store check`, the full check, said the store was sound."""
+    build_golden_store(sw)
+    fold_wal(sw.store)
+    make(f"{sw.store / 'swarmops.db'}{side}")
+    ran = sw("--repo", str(sw.store), "store", "check")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
+    assert [p["code"] for p in ran.error["details"]["problems"]] == ["side_files"], ran.stdout
+    write = sw("--repo", str(sw.store), "--as", ALICE, "ref", "set", "x", "main", "--create")
+    assert (write.exit, write.error["code"]) == (9, "E_STORE_CORRUPT") and side in write.error["message"], write.stdout

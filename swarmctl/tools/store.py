@@ -239,7 +239,7 @@ def store_check(ctx: Context, req: StoreCheckReq) -> StoreCheckResult:
 
 
 def _check(ctx: Context) -> StoreCheckResult:
-    from swarmctl.store import check, queries
+    from swarmctl.store import check, errors, queries
     from swarmctl.tools.workflow.models import StepStatus, WorkflowState
 
     store = ctx.store()
@@ -250,6 +250,8 @@ def _check(ctx: Context) -> StoreCheckResult:
         head = _guarded(lambda: _head(conn, queries), problems)
         late = _guarded(lambda: check.times_out_of_order(conn), problems) or []
         found = _guarded(lambda: queries.stored_format(conn), problems)
+    if store.path is not None and (side := errors.blame_files(store.path)) and side.code == "E_STORE_CORRUPT":
+        problems.append(errors.Problem("side_files", side.message))  # a -wal or -shm every write would refuse
     result = StoreCheckResult(
         problems=[CheckProblem(**p.to_dict()) for p in problems],
         head=head,
