@@ -19,17 +19,18 @@ DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 
-def _setting(name: str, default: int) -> int:
+def _setting(name: str, default: int, most: int | None = None) -> int:
     text = os.environ.get(name)
     if text is None or not text.strip():
         return default
     value = whole_number(text)
-    if value is None or value < 1:
+    if value is None or value < 1 or (most is not None and value > most):
+        span = f"from 1 to {most}" if most is not None else "from 1"
         raise SwarmError(
             "E_INVALID_ARG",
-            f"{name}={text!r} is not a positive whole number",
+            f"{name}={text!r} is not a whole number {span}",
             details={"variable": name, "value": text},
-            hint=f"Unset it for the default ({default}), or give a whole number from 1.",
+            hint=f"Unset it for the default ({default}), or give a whole number {span}.",
         )
     return value
 
@@ -60,8 +61,14 @@ def clock_skew_s() -> float:
     return seconds("SWARMCTL_CLOCK_SKEW_S", DEFAULT_CLOCK_SKEW_S, 0, 10 * 365 * 86400, "0 to 315360000 (ten years)")
 
 
+# The deepest nesting swarmctl reads: Python's own parsers (json, tomllib) and what walks their
+# values recurse a level at a time, and past a few hundred levels run out of stack, so a larger
+# SWARMCTL_MAX_JSON_DEPTH would be taken and then not honoured.
+MOST_JSON_DEPTH = 256
+
+
 def max_json_depth() -> int:
-    return _setting("SWARMCTL_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH)
+    return _setting("SWARMCTL_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH, MOST_JSON_DEPTH)
 
 
 def max_input_bytes() -> int:

@@ -73,6 +73,25 @@ def test_an_invalid_bound_is_a_clear_error(sw):
     assert ran.exit == 2 and ran.error["details"]["variable"] == "SWARMCTL_MAX_JSON_DEPTH"
 
 
+def test_a_depth_bound_is_one_swarmctl_can_honour(sw):
+    """SWARMCTL_MAX_JSON_DEPTH=5000 was taken, and a 990-deep input then refused as "deeper
+    than 5000 levels" (Python's parsers give out first): a bound past MOST_JSON_DEPTH (256) is
+    E_INVALID_ARG naming the variable; at 256, what nests 250 deep is read, JSON and TOML."""
+    from swarmctl.limits import MOST_JSON_DEPTH
+
+    build_golden_store(sw)
+    arguments = '{"limit": 1, "x": ' + "[" * 250 + "]" * 250 + "}"
+    for bound in ("5000", str(MOST_JSON_DEPTH + 1), "99999999999999999999"):
+        ran = sw("--repo", str(sw.store), "call", "op_log", arguments, env={"SWARMCTL_MAX_JSON_DEPTH": bound})
+        assert ran.exit == 2 and ran.error["details"]["variable"] == "SWARMCTL_MAX_JSON_DEPTH", ran.stdout[:300]
+        assert f"from 1 to {MOST_JSON_DEPTH}" in ran.error["message"]
+    deepest = {"SWARMCTL_MAX_JSON_DEPTH": str(MOST_JSON_DEPTH)}
+    assert sw("--repo", str(sw.store), "call", "op_log", arguments, env=deepest).exit == 0
+    (sw.tmp / "deep.toml").write_text('name = "w"\nx = ' + "[" * 250 + "]" * 250 + "\n")
+    ran = sw(*as_(sw, ALICE), "workflow", "run", str(sw.tmp / "deep.toml"), env=deepest)
+    assert ran.error["message"] == "unknown key 'x' at the top of the workflow", ran.stdout[:300]  # read, then refused
+
+
 def test_a_number_longer_than_python_converts_is_an_envelope_at_every_door(sw):
     """A whole number of more digits than Python converts (4300) was a traceback at the CLI
     (`op show`, `-n`) and at `call`, and E_INTERNAL in a workflow or policy file: now each is
