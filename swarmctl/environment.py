@@ -30,7 +30,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "SWARMCTL_MAX_JSON_DEPTH",
         "How deep the JSON of one input (JSON arguments, a --file, stdin, an MCP line) may nest: "
-        "default 64; deeper is E_INVALID_ARG.",
+        "default 64, at most 256; deeper is E_INVALID_ARG.",
     ),
     Variable(
         "SWARMCTL_MAX_INPUT_BYTES",
