@@ -528,8 +528,12 @@ def test_a_working_directory_that_was_removed(sw):
 
 def test_init_where_the_database_name_is_taken_by_something_else(sw):
     """A directory, or a dangling link, where the store's database would go: E_STATE naming it
-    (it said a store was just made there by another process), and nothing left behind."""
-    for name, make in (("dir", lambda db: db.mkdir()), ("link", lambda db: db.symlink_to(sw.tmp / "nowhere"))):
+    (it said a store was just made there by another process), and nothing left behind. So is
+    an empty file or one that is no SQLite database (init said "there is already a store"
+    there, use it with --repo, where every other command calls it unreadable)."""
+    makers = (("dir", lambda db: db.mkdir()), ("link", lambda db: db.symlink_to(sw.tmp / "nowhere")),
+              ("empty", lambda db: db.write_bytes(b"")), ("text", lambda db: db.write_bytes(b"not a database\n" * 100)))
+    for name, make in makers:
         where = sw.tmp / name
         where.mkdir()
         make(where / "swarmops.db")

@@ -53,6 +53,16 @@ def _already_a_store(path: Path, why: str = "") -> SwarmError:
     )
 
 
+def _sqlite_header(db: Path) -> bool:
+    """Whether `db` begins as every SQLite database does (an empty file, say, does not: `init`
+    calls it a store that is there, which every other command calls unreadable)."""
+    try:
+        with open(db, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return True  # unreadable here: the store's own checks say why, as before
+
+
 def _remove_abandoned_inits(path: Path) -> None:
     """Remove what an `init` killed half-way left behind (its process is gone)."""
     from swarmctl import pids
@@ -167,11 +177,11 @@ class SqliteStore(Store):
     @classmethod
     def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         path = resolve(path)
-        if is_store(path):
+        if is_store(path) and _sqlite_header(path / DB_FILE):
             raise _already_a_store(path)
         if path.exists() and not path.is_dir():
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
-        if os.path.lexists(path / DB_FILE):  # not a database file: a directory, a dangling link
+        if os.path.lexists(path / DB_FILE):  # not a database: a directory, a dangling link, an empty file
             raise SwarmError(
                 "E_STATE",
                 f"cannot make a store in {path}: {path / DB_FILE} is there and is not a store's database",
