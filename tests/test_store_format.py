@@ -249,10 +249,8 @@ def test_a_store_whose_tables_are_not_its_recorded_formats_is_corrupt_and_left_a
     before = op_count(sw.store)
     with tamper(sw.store) as conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (recorded,))
-    writes = [("ref", "set", "x", "main", "--create")]
-    if int(recorded) < FORMAT_VERSION:  # of a current store, `store upgrade` has nothing to do
-        writes.append(("store", "upgrade"))
-    for args in writes:
+    # (`store upgrade` of a store of the current format or past it: it said that store was current.)
+    for args in [("ref", "set", "x", "main", "--create"), ("store", "upgrade")]:
         ran = sw("--repo", str(sw.store), "--as", ALICE, *args)
         assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), ran.stdout
     checked = sw("--repo", str(sw.store), "store", "check")
@@ -278,3 +276,16 @@ def test_a_format_that_is_no_format_number_is_corrupt_at_every_command(sw, recor
         ran = sw("--repo", str(sw.store), *args)
         assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
         assert "records no store format" in ran.error["message"]
+
+
+def test_store_upgrade_of_a_store_that_has_no_tables_but_its_format_is_corrupt(sw):
+    """A database holding only `meta` (format 4): every command said E_STORE_CORRUPT, but `store
+    upgrade` answered ok, "format 4, nothing to do"."""
+    (sw.tmp / "bare").mkdir()
+    conn = sqlite3.connect(sw.tmp / "bare" / DB_FILE)
+    conn.executescript("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;"
+                       f"INSERT INTO meta VALUES ('format', '{FORMAT_VERSION}');")
+    conn.close()
+    ran = sw("--repo", str(sw.tmp / "bare"), "--as", ALICE, "store", "upgrade")
+    assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT") and "lacks" in ran.error["message"], ran.stdout
+

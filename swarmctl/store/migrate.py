@@ -142,6 +142,16 @@ def upgrade(conn: Conn) -> int | None:
     found = stored_format(conn)
     if found >= FORMAT_VERSION:
         return None
+    require_tables(conn)
+    for version in range(found, FORMAT_VERSION):
+        STEPS[version](conn)
+    record_format(conn, FORMAT_VERSION)
+    return found
+
+
+def require_tables(conn: Conn) -> None:
+    """E_STORE_CORRUPT, naming what is wrong, where the store's tables are not those of the
+    format it records: such a store is not upgraded, nor called upgraded."""
     mismatch = format_mismatch(conn)
     if mismatch is not None:
         raise SwarmError(
@@ -149,10 +159,6 @@ def upgrade(conn: Conn) -> int | None:
             f"{mismatch}: it cannot be upgraded",
             hint="Nothing was written. Restore the store from a backup, or inspect it with `sqlite3` (or `psql`).",
         )
-    for version in range(found, FORMAT_VERSION):
-        STEPS[version](conn)
-    record_format(conn, FORMAT_VERSION)
-    return found
 
 
 def _to_policy_format(conn: Conn) -> None:

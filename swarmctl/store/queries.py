@@ -9,7 +9,7 @@ from typing import Iterable, NamedTuple, Sequence
 from swarmctl.names import digits
 from swarmctl.store import reverts
 from swarmctl.store.errors import Ambiguous, NotFound, Problem, damaged
-from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, OpBrief, RefRow
+from swarmctl.store.rows import ActorRow, ChangesetBrief, ChangesetRow, OpBrief, RefRow, strings
 from swarmctl.store.sql import Conn, starts_with, stored_format
 
 # --- ops -----------------------------------------------------------------------------------
@@ -371,18 +371,12 @@ def changeset_row(conn: Conn, cid: str) -> ChangesetRow | None:
         return None
     cid, op, message, actor, at, parents, metadata, files = row
     parents, metadata, files = json.loads(parents), json.loads(metadata), json.loads(files)
-    if not (_strings(parents, list) and _strings(metadata, dict) and _strings(files, dict)):
+    if not (strings(parents, list) and strings(metadata, dict) and strings(files, dict)):
         from swarmctl.store.errors import corrupt  # a changeset's columns as no swarmctl writes them
 
         raise corrupt(f"changeset {cid} holds parents, metadata or files of a shape no changeset has", None)
     return ChangesetRow(cid, op, message, actor, at, parents, metadata, files)
 
-
-def _strings(value: object, shape: type) -> bool:
-    """`value` is a list of strings (`shape` list), or a dict of strings to strings (dict)."""
-    if shape is list:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
 def ref_changeset(conn: Conn, name: str, target: str) -> ChangesetRow:

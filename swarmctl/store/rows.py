@@ -86,3 +86,11 @@ class ChangesetBrief(NamedTuple):
 class ActorRow(NamedTuple):
     actor: str
     newest_op: int
+
+
+def strings(value: object, shape: type) -> bool:
+    """`value` is a list of strings (`shape` list), or a dict of strings to strings (dict): a
+    changeset's parents, and its metadata and files, as every swarmctl writes them."""
+    if shape is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())

@@ -244,18 +244,15 @@ def _check(ctx: Context) -> StoreCheckResult:
 
     store = ctx.store()
     with store.read() as conn:
-        problems = check.check_store(
-            conn, integrity=True, workflow_states=typing.get_args(WorkflowState), step_statuses=typing.get_args(StepStatus)
-        )
+        states, statuses = typing.get_args(WorkflowState), typing.get_args(StepStatus)
+        problems = check.check_store(conn, integrity=True, workflow_states=states, step_statuses=statuses)
         head = _guarded(lambda: _head(conn, queries), problems)
         late = _guarded(lambda: check.times_out_of_order(conn), problems) or []
         found = _guarded(lambda: queries.stored_format(conn), problems)
     if store.path is not None and (side := errors.blame_files(store.path)) and side.code == "E_STORE_CORRUPT":
         problems.append(errors.Problem("side_files", side.message))  # a -wal or -shm every write would refuse
     result = StoreCheckResult(
-        problems=[CheckProblem(**p.to_dict()) for p in problems],
-        head=head,
-        format=found or 0,
+        problems=[CheckProblem(**p.to_dict()) for p in problems], head=head, format=found or 0,
         times_out_of_order=[TimeOutOfOrder(**t._asdict()) for t in late],
     )
     if problems:
@@ -295,16 +292,19 @@ def _head(conn, queries) -> StoreHead | None:
 
 def store_upgrade(ctx: Context, req: StoreUpgradeReq) -> StoreUpgradeResult:
     """Bring a store made by an older swarmctl to this one's format, in one transaction, as one
-    op (kind `store_upgrade`). An older store is read as it is and upgraded by its first
-    write anyway; this does it now, on purpose. A store already of this format: nothing is
-    written (`upgraded_from` and `op` are null)."""
-    actor = ctx.require_actor()
-    store = ctx.store()
+    op (kind `store_upgrade`). An older store is read as it is and upgraded by its first write
+    anyway; this does it now, on purpose. A store already of this format: nothing is written
+    (`upgraded_from` and `op` are null). A store whose tables are not those of the format it
+    records is E_STORE_CORRUPT, and not touched."""
+    from swarmctl.store import migrate
+
+    actor, store = ctx.require_actor(), ctx.store()
     if store.format >= FORMAT_VERSION:
+        with store.read() as conn:  # its tables checked as an upgrade checks them: a store of none was "current"
+            migrate.require_tables(conn)
         return StoreUpgradeResult(format=store.format, upgraded_from=None, op=None)
     with store.write(actor) as w:  # the format as found under the write lock: another may have upgraded it
-        found = w.upgraded_from
-        op = None if found is None else w.append_op("store_upgrade", f"upgrade the store from format {found} to {FORMAT_VERSION}")
+        op = None if (found := w.upgraded_from) is None else w.append_op("store_upgrade", f"upgrade the store from format {found} to {FORMAT_VERSION}")
     return StoreUpgradeResult(format=FORMAT_VERSION, upgraded_from=found, op=op)
 
 
