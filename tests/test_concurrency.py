@@ -421,3 +421,10 @@ def test_a_loop_of_undos_is_damage_that_every_command_reports(sw, damage):
         error = json.loads(ran.stdout)["error"]
         assert (ran.returncode, error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
         assert "which is not earlier" in error["message"], ran.stdout
+        if args == ("store", "check"):  # what its walks met is the check's own problem, said once
+            codes = [p["code"] for p in error["details"]["problems"]]
+            assert "unreadable" not in codes and codes.count("undoes_earlier_op") == 1, codes
+    table = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "-o", "table", "store", "check"], cwd=sw.tmp,
+                           env={**sw.env, "NO_COLOR": "1"}, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    listed = [line.split(":")[0].strip() for line in table.stderr.splitlines() if line.startswith("  ")]
+    assert "undoes_earlier_op" in listed and "hash_chain" in listed, table.stderr  # each problem, not "(and 2 more)"

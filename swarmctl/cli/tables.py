@@ -50,6 +50,9 @@ def render(
     if not envelope["ok"]:
         error = envelope["error"]
         console.print(f"[bold red]{error['code']}[/]: {error['message']}", soft_wrap=True)
+        for problem in (error.get("details") or {}).get("problems") or []:  # `store check`: each, not "and 2 more"
+            if isinstance(problem, dict):
+                console.print(f"  {problem.get('code')}: {problem.get('message')}", soft_wrap=True)
         if error.get("hint"):
             console.print(f"[dim]hint:[/] {error['hint']}", soft_wrap=True)
         return out.getvalue()

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from swarmctl.envelope import SwarmError
 from swarmctl.names import shadows_changeset_id
 from swarmctl.store import reverts, workflows
-from swarmctl.store.errors import Problem
+from swarmctl.store.errors import Problem, StoreDamaged
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)  # \d: 0-9 only
@@ -52,7 +52,7 @@ def check_store(
     checks.append(workflows_rows)
     problems: list[Problem] = []
     for run in checks:
-        problems += _guarded(run, conn)
+        problems += [p for p in _guarded(run, conn) if p not in problems]  # a check may meet another's
     return problems
 
 
@@ -113,6 +113,10 @@ def _guarded(run: Callable[[Conn], list[Problem]], conn: Conn) -> list[Problem]:
             raise
         if (lack := _lack_of_resources(exc)) is not None:
             raise lack from exc
+        if isinstance(exc, StoreDamaged):  # what a walk of the store met (a loop of undos): those problems
+            if savepoint:
+                conn.execute("ROLLBACK TO SAVEPOINT a_check")
+            return exc.problems
         if savepoint:
             conn.execute("ROLLBACK TO SAVEPOINT a_check")
         name = getattr(run, "__name__", "check").strip("_")

@@ -201,6 +201,7 @@ class StoreDamaged(SwarmError):
     """A write refused because what it depends on fails the store's checks (store/check.py)."""
 
     def __init__(self, problems: list) -> None:
+        self.problems = problems
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(

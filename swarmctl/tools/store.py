@@ -275,8 +275,8 @@ def _guarded(read: typing.Callable[[], typing.Any], problems: list) -> typing.An
 
     try:
         return read()
-    except Exception as exc:  # noqa: BLE001 - a damaged store gets a problem, not a traceback
-        problems.append(Problem("unreadable", f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # noqa: BLE001 - a damaged store gets a problem, not a traceback (StoreDamaged: its own)
+        problems += [p for p in getattr(exc, "problems", [Problem("unreadable", f"{type(exc).__name__}: {exc}")]) if p not in problems]
         return None
 
 
