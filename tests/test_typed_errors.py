@@ -170,5 +170,6 @@ def test_a_transaction_bound_no_command_could_set_is_e_store_corrupt_and_tx_conf
         ran = sw(*repo, *args)
         assert (ran.exit, ran.error["code"]) == (9, "E_STORE_CORRUPT"), (args, ran.stdout)
         assert "tx.max_revisions" in ran.error["message"], ran.stdout
+        assert args == ("store", "check") or "tx config --max-revisions N" in ran.error["hint"], ran.stdout
     assert sw.ok(*repo, "tx", "config", "--max-revisions", "20") == {"max_revisions": 20, "changed": True}
     assert sw.ok(*repo, "tx", "begin")["max"] == 20

@@ -125,8 +125,7 @@ def max_revisions(conn: Conn) -> int:
     if not (isinstance(text, str) and text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_REVISIONS_LIMIT):
         from swarmctl.store.errors import corrupt
 
-        raise corrupt(f"the store's {_SETTING} is {str(text)[:40]!r}, not a whole number from 1 to {MAX_REVISIONS_LIMIT}; "
-                      f"set it with `swarmctl tx config --max-revisions N`", None)
+        raise corrupt(f"the store's {_SETTING} is {str(text)[:40]!r}, not a whole number from 1 to {MAX_REVISIONS_LIMIT}", None)
     return int(text)
 
 

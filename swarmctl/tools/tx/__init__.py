@@ -41,6 +41,15 @@ _WHY = "every tx command, tx status too, acts on the calling actor's own transac
 # --- the work --------------------------------------------------------------------------------
 
 
+def _max_revisions(conn) -> int:
+    """The store's bound; one no command could have set is E_STORE_CORRUPT, saying what sets it right."""
+    try:
+        return txs.max_revisions(conn)
+    except SwarmError as exc:
+        exc.hint = "Nothing was written. `swarmctl tx config --max-revisions N` sets it right."
+        raise
+
+
 def tx_begin(ctx: Context, req: TxReq) -> TxBeginResult:
     """Open a transaction for the calling actor (--as): ref moves are staged with `tx set` and
     `tx delete`, then made as one op by `tx commit`, or discarded by `tx rollback`. Nothing in
@@ -67,7 +76,7 @@ def tx_begin(ctx: Context, req: TxReq) -> TxBeginResult:
                 "`swarmctl tx commit` or discard it with `swarmctl tx rollback`.",
                 next=calls.STATUS.call(),
             )
-        base_op, limit = queries.newest_op(w.conn), txs.max_revisions(w.conn)
+        base_op, limit = queries.newest_op(w.conn), _max_revisions(w.conn)
         tx = txs.begin(w.conn, actor, base_op, limit, w.at)
     return TxBeginResult(tx=tx, state="Active", base_op=base_op, max=limit, begun_at=w.at)
 
@@ -145,7 +154,7 @@ def tx_status(ctx: Context, req: TxReq) -> TxStatusResult:
                 begun_at=None,
                 revision=0,
                 revisions=0,
-                max=txs.max_revisions(conn),
+                max=_max_revisions(conn),
                 moves=[],
                 can_undo=False,
                 can_redo=False,
@@ -329,7 +338,7 @@ def tx_config(ctx: Context, req: TxConfigReq) -> TxConfigResult:
     """
     if req.max_revisions is None:
         with ctx.store().read() as conn:
-            return TxConfigResult(max_revisions=txs.max_revisions(conn), changed=False)
+            return TxConfigResult(max_revisions=_max_revisions(conn), changed=False)
     value = req.max_revisions
     actor = ctx.require_actor("changing a store setting")
     with ctx.store().write(actor) as w:
