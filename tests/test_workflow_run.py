@@ -3,6 +3,7 @@ steps, real processes where the test is about processes (kills, terminals)."""
 
 import json
 import os
+import re
 import pty
 import signal
 import subprocess
@@ -530,3 +531,37 @@ def test_ctrl_c_leaves_a_workflow_another_process_now_holds_alone(sw):
     finally:
         db.close()
     assert held == ("running", me.pid, BOB) and step == ("running",)
+
+
+def test_progress_left_on_the_terminal_by_ctrl_c_says_the_step_was_interrupted(sw):
+    """After Ctrl-C the progress line stayed as it was, "running step 1 deploy", a step that was
+    no longer running: its last frame says `: interrupted`."""
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./hang.sh", "deploy"]\n')
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *kit.as_(ALICE), "workflow", "run", "flow.toml"],
+        cwd=kit.dir, env={**sw.env, "TERM": "xterm", "COLUMNS": "100"},
+        stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )
+    os.close(secondary)
+    try:
+        kit.wait_for_mark("deploy", proc)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    finally:
+        kit.kill_hung("deploy")
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 130 and '"code":"E_INTERRUPTED"' in out
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))  # colours, the cursor's
+    last = [line for line in text.replace("\r", "\n").splitlines() if line.strip()][-1]
+    assert "running step 1 deploy: interrupted" in last, repr(seen[-400:])

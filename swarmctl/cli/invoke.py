@@ -96,13 +96,15 @@ def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str,
     ctx.progress = _progress_reporter(globals_)
     ctx.on_warning = _warn
     started = time.perf_counter()
+    interrupted = False
     try:
         return runner.run(tool, request, ctx)
     except KeyboardInterrupt as exc:
+        interrupted = True
         return _interrupted(tool.name, exc, ctx, started)
     finally:
         if ctx.progress is not None:
-            ctx.progress.close()
+            ctx.progress.close(interrupted)
 
 
 def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: float) -> dict[str, Any]:

@@ -19,6 +19,7 @@ class StepProgress:
         self._progress: Any = None
         self._task: Any = None
         self._phase: str | None = None
+        self._label = ""  # the step in flight, as its line says
 
     def __call__(self, event: dict[str, Any]) -> None:
         try:
@@ -49,13 +50,20 @@ class StepProgress:
             self._phase = phase
             title = f"{event['workflow']}: {'rollback' if phase == 'rollback' else 'run'}"
             self._task = self._progress.add_task(title, total=event["count"])
-        label = f"{_VERBS.get(phase, phase)} step {event['index']} {event['step']}"
+        label = self._label = f"{_VERBS.get(phase, phase)} step {event['index']} {event['step']}"
         if event["event"] == "start":
             self._progress.update(self._task, description=label, completed=event["position"] - 1)
         else:
             self._progress.update(self._task, description=f"{label}: {event['status']}", completed=event["position"])
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """Leave the last line on the terminal; after Ctrl-C or SIGTERM, saying so (it went on
+        showing the step as running, which it was not any more)."""
         if self._progress is not None:
+            if interrupted and self._task is not None:
+                try:
+                    self._progress.update(self._task, description=f"{self._label}: interrupted")
+                except Exception:  # progress is a courtesy: it must never break the command
+                    pass
             self._progress.stop()
             self._progress = None
