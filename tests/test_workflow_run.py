@@ -3,8 +3,8 @@ steps, real processes where the test is about processes (kills, terminals)."""
 
 import json
 import os
-import re
 import pty
+import re
 import signal
 import subprocess
 from pathlib import Path
