@@ -337,17 +337,8 @@ def test_env_values_never_reach_the_store_nor_any_output(sw):
     keeper.close()
 
 
-def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_the_envelope(sw):
-    kit = Kit(sw)
-    kit.write('name = "w"\n[[step]]\nname = "deploy-eu"\nrun = ["./mark.sh", "deploy-eu"]\n')
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [*swarmctl_argv(), *kit.as_(ALICE), "workflow", "run", "flow.toml"],
-        cwd=kit.dir, env={**sw.env, "TERM": "xterm", "COLUMNS": "100"},
-        stdout=subprocess.PIPE, stderr=secondary, text=True,
-    )
-    os.close(secondary)
-    out, _ = proc.communicate(timeout=WAIT_S)
+def _read_terminal(main: int) -> bytes:
+    """All a terminal showed, once the process that had it ended (`main`: its pty's side, closed)."""
     seen = b""
     while True:
         try:
@@ -358,6 +349,27 @@ def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_t
             break
         seen += chunk
     os.close(main)
+    return seen
+
+
+def _on_a_terminal(kit: Kit, *args: str) -> tuple[subprocess.Popen, int]:
+    """swarmctl started with stderr on a pseudo-terminal (progress is shown there); stdout a pipe."""
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *kit.as_(ALICE), *args],
+        cwd=kit.dir, env={**kit.sw.env, "TERM": "xterm", "COLUMNS": "100"},
+        stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )
+    os.close(secondary)
+    return proc, main
+
+
+def test_progress_shows_the_step_in_flight_on_a_terminal_and_stdout_holds_only_the_envelope(sw):
+    kit = Kit(sw)
+    kit.write('name = "w"\n[[step]]\nname = "deploy-eu"\nrun = ["./mark.sh", "deploy-eu"]\n')
+    proc, main = _on_a_terminal(kit, "workflow", "run", "flow.toml")
+    out, _ = proc.communicate(timeout=WAIT_S)
+    seen = _read_terminal(main)
     assert proc.returncode == 0
     assert len(out.splitlines()) == 1 and out.startswith('{"ok":true,"op":"workflow_run"')
     assert b"running step 1 deploy-eu" in seen
@@ -538,29 +550,14 @@ def test_progress_left_on_the_terminal_by_ctrl_c_says_the_step_was_interrupted(s
     no longer running: its last frame says `: interrupted`."""
     kit = Kit(sw)
     kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./hang.sh", "deploy"]\n')
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [*swarmctl_argv(), *kit.as_(ALICE), "workflow", "run", "flow.toml"],
-        cwd=kit.dir, env={**sw.env, "TERM": "xterm", "COLUMNS": "100"},
-        stdout=subprocess.PIPE, stderr=secondary, text=True,
-    )
-    os.close(secondary)
+    proc, main = _on_a_terminal(kit, "workflow", "run", "flow.toml")
     try:
         kit.wait_for_mark("deploy", proc)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=WAIT_S)
     finally:
         kit.kill_hung("deploy")
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the terminal closed with the process
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(main)
+    seen = _read_terminal(main)
     assert proc.returncode == 130 and '"code":"E_INTERRUPTED"' in out
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))  # colours, the cursor's
     last = [line for line in text.replace("\r", "\n").splitlines() if line.strip()][-1]
