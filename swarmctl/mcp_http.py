@@ -104,6 +104,12 @@ class Guard:
         host = host.lower()
         return host in self.hosts or any(":" not in a.rsplit("]", 1)[-1] and host.rsplit(":", 1)[0] == a for a in self.hosts)
 
+    def origin_ok(self, origin: str) -> bool:
+        """One of the allowed origins, or `http://` and an allowed host (one allowed without a
+        port: on any port, as for Host)."""
+        origin = origin.lower().rstrip("/")
+        return origin in self.origins or (origin.startswith("http://") and self.host_ok(origin.removeprefix("http://")))
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
@@ -111,7 +117,7 @@ class Guard:
         if not self.host_ok(host):
             answer = _json_rpc_error(421, types.INVALID_REQUEST, f"Host {host!r} is not this server's (--allowed-host)")
             return await _respond(send, answer)
-        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+        if origin is not None and not self.origin_ok(origin):
             answer = _json_rpc_error(403, types.INVALID_REQUEST, f"Origin {origin!r} is not allowed (--allowed-origin)")
             return await _respond(send, answer)
         if sum(1 for k, _ in scope.get("headers", []) if k.lower() == b"authorization") > 1:
@@ -407,7 +413,7 @@ def build_app(options: Options, door: HttpDoor) -> Any:
     app.user_middleware.append(Middleware(Bounds, door=door))  # innermost: after authentication
     if options.auth == "token":
         door.sessions = Sessions(server._session_manager, door)
-    hosts = options.allowed_hosts or default_hosts(options.host, options.port)
+    hosts = default_hosts(options.host, options.port) + options.allowed_hosts  # --allowed-host adds to them
     origins = options.allowed_origins + [f"http://{h}" for h in hosts]
     return Guard(app, hosts, origins)
 

@@ -148,6 +148,22 @@ def test_host_and_origin_are_checked_and_no_cors_headers_are_sent(sw):
             assert not [h for h in answer.headers if h.lower().startswith("access-control-")], dict(answer.headers)
 
 
+def test_an_allowed_host_adds_to_the_servers_own_names_and_a_portless_one_allows_its_origin_on_any_port(sw):
+    """`--allowed-host myhost` replaced the default names (a local client's `Host: 127.0.0.1:PORT`
+    was refused, 421), where the README says it adds; and allowed without a port, `Host:
+    myhost:PORT` passed while `Origin: http://myhost:PORT` was refused (403)."""
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw, "--allowed-host", "myhost") as server:
+        port = server.url.split(":")[2].split("/")[0]
+        for headers in ({}, {"host": f"localhost:{port}"}, {"host": f"myhost:{port}"},
+                        {"host": f"myhost:{port}", "origin": f"http://myhost:{port}"}, {"origin": "http://myhost"}):
+            answer = _post(server.url, INIT, token, **headers)
+            assert answer.status_code == 200, (headers, answer.text)
+        assert _post(server.url, INIT, token, origin=f"http://evil.example:{port}").status_code == 403
+        assert _post(server.url, INIT, token, origin=f"https://myhost:{port}").status_code == 403  # https: --allowed-origin
+
+
 def test_bodies_are_bounded_and_checked_before_the_sdk_reads_them(sw):
     cs = _init(sw)
     token = _token(sw, "agent/w1")["token"]
