@@ -8,6 +8,7 @@ at all three doors (CLI, `call`, MCP).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -336,9 +337,13 @@ def test_policy_check_and_dry_runs_predict_what_the_call_then_does(sw):
 
 def test_policy_check_refuses_what_it_cannot_predict_and_writes_nothing(sw):
     store = Store(sw)
-    for tool in ("nonsense", "store_copy", "init"):
-        ran = store(None, "policy", "check", "--actor", AGENT, tool, "{}")
-        assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
+    # demo and store_copy with arguments they take were `allowed`, as reads (they write no store the policy holds)
+    calls = [("nonsense", "{}"), ("init", "{}"), ("demo", json.dumps({"path": str(sw.tmp / "d")})),
+             ("store_copy", json.dumps({"source": str(sw.store), "destination": str(sw.tmp / "c")}))]
+    for tool, arguments in calls:
+        ran = store(None, "policy", "check", "--actor", AGENT, tool, arguments)
+        assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG" and "cannot predict" in ran.error["message"], ran.stdout
+    assert not (sw.tmp / "d").exists() and not (sw.tmp / "c").exists()
     assert store.check(AGENT, "op_log", "{}")["allowed"] is True  # reads are open
     ran = store(None, "policy", "check", "--actor", AGENT, "ref_set", "[1]")
     assert ran.error["code"] == "E_INVALID_ARG"

@@ -158,7 +158,10 @@ def policy_check(ctx: Context, req: PolicyCheckReq) -> PolicyCheckResult:
 
     actor = names.check_actor(req.actor)
     tool = ctx.tools().get(req.tool) if ctx.tools else None
-    if tool is None or not (not tool.mutates or tool.name in REHEARSED or tool.name.startswith("workflow_")):
+    # `demo` and `store copy` write no store the policy holds (a new one): no read either.
+    if tool is None or tool.name in ("demo", "store_copy") or not (
+        not tool.mutates or tool.name in REHEARSED or tool.name.startswith("workflow_")
+    ):
         raise SwarmError(
             "E_INVALID_ARG",
             f"policy check cannot predict {req.tool!r}",
