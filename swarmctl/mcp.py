@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager
 
@@ -113,12 +114,14 @@ def build_server(
         rejected = ctx.request if isinstance(ctx.request, SwarmError) else None
         request_id = ctx.request_id
         ctx = Context(repo=repo, actor=actor, stores=stores)
+        started = time.perf_counter()
         try:
             with calling(request_id):
                 envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in the tool (stopping.Stop): it rolled back
             tool = tools.get(params.name)
-            envelope = failure(tool.name if tool else None, interrupted(exc), Meta(repo=ctx.repo_path, auth=ctx.auth))
+            took = max(0, int((time.perf_counter() - started) * 1000))  # as the CLI's and `call`'s say it
+            envelope = failure(tool.name if tool else None, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=took, auth=ctx.auth))
         return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(
