@@ -325,7 +325,7 @@ class HttpDoor:
         if caller.read_only and tool.mutates:
             return SwarmError(
                 "E_FORBIDDEN",
-                f"{tool.name} writes to the store, and the token of {caller.actor} is read-only",
+                f"{tool.name} can write to the store, and the token of {caller.actor} is read-only",
                 details={"tool": tool.name, "actor": caller.actor, "read_only": True},
                 hint="Use a token made without --read-only (`swarmctl token create ACTOR`).",
             )
