@@ -45,8 +45,9 @@ import json
 import sys
 import threading
 from collections import deque
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import anyio
 import mcp_types as types
@@ -176,7 +177,11 @@ class Bounds:
         async def replay() -> Any:
             return queued.popleft() if queued else await receive()
 
-        await self.app(scope, replay, send)
+        # An `initialize` under way holds its place until the SDK has registered its session:
+        # counted only once registered, 200 sent at once each passed the cap (no await between
+        # the check above and this).
+        with self.door.sessions.opening(scope.get("user")) if opening and self.door.sessions is not None else nullcontext():
+            await self.app(scope, replay, send)
 
 
 async def _read_body(receive: Any, limit: int, declared: str | None) -> tuple[bytes | None, list[Any]]:
@@ -339,15 +344,33 @@ class Sessions:
 
     def __init__(self, manager: Any, door: HttpDoor) -> None:
         self.manager, self.door = manager, door
+        self._opening: dict[str, int] = {}  # a token's `initialize` requests under way
 
     def _owned(self) -> dict[str, str]:
         owners = list(self.manager._session_owners.items())  # a TypedDict each: client_id, issuer, subject
         return {sid: owner["subject"] for sid, owner in owners if owner.get("subject")}
 
+    @staticmethod
+    def _subject(user: Any) -> str | None:
+        return getattr(getattr(user, "access_token", None), "subject", None)
+
     def full(self, user: Any) -> bool:
-        access = getattr(user, "access_token", None)
-        subject = getattr(access, "subject", None)
-        return subject is not None and sum(1 for s in self._owned().values() if s == subject) >= SESSIONS_PER_TOKEN
+        subject = self._subject(user)
+        held = sum(1 for s in self._owned().values() if s == subject) + self._opening.get(subject or "", 0)
+        return subject is not None and held >= SESSIONS_PER_TOKEN
+
+    @contextmanager
+    def opening(self, user: Any) -> Iterator[None]:
+        """While an `initialize` is under way: it counts toward its token's cap (a session the
+        SDK registers at its end is then counted there instead)."""
+        subject = self._subject(user) or ""
+        self._opening[subject] = self._opening.get(subject, 0) + 1
+        try:
+            yield
+        finally:
+            self._opening[subject] -= 1
+            if not self._opening[subject]:
+                del self._opening[subject]
 
     async def sweep(self) -> None:
         """Every SWEEP_S: end the sessions whose token is revoked, expired or gone."""

@@ -623,6 +623,36 @@ def test_a_token_holds_a_bounded_number_of_sessions(sw):
         assert _post(server.url, INIT, hog).status_code == 200
 
 
+def test_initialize_requests_sent_at_once_do_not_pass_the_cap_together(sw):
+    """The cap counted only sessions the SDK had registered: 200 `initialize` requests sent at
+    the same moment (each held back by its last byte, then all let go) each passed it, and one
+    token held 200 sessions. Those under way count too: never more than SESSIONS_PER_TOKEN."""
+    import socket
+
+    from swarmctl.mcp_http import SESSIONS_PER_TOKEN
+
+    _init(sw)
+    hog = _token(sw, "agent/hog")["token"]
+    with _serve(sw) as server:
+        host, rest = server.url.removeprefix("http://").split(":", 1)
+        port = int(rest.split("/")[0])
+        body = json.dumps(INIT).encode()
+        head = (f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {hog}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in HEADERS.items()) + f"Content-Length: {len(body)}\r\n\r\n").encode()
+        sockets = []
+        for _ in range(SESSIONS_PER_TOKEN + 40):
+            conn = socket.create_connection((host, port), timeout=60)
+            conn.sendall(head + body[:-1])
+            sockets.append(conn)
+        for conn in sockets:
+            conn.sendall(body[-1:])
+        statuses = []
+        for conn in sockets:
+            statuses.append(conn.recv(64).split(b" ")[1])
+            conn.close()
+        assert statuses.count(b"429") >= 40 and statuses.count(b"200") <= SESSIONS_PER_TOKEN, statuses
+
+
 def test_a_revoked_tokens_open_stream_is_ended(sw):
     """A session kept open by a GET stream never idled out: revoking its token refused the
     token's requests, but the stream (and the session) lived on for good. The server now ends
