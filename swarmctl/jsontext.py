@@ -39,6 +39,11 @@ class NotJson(ValueError):
     an error's details), it would make the envelope itself no JSON."""
 
 
+class LoneSurrogate(NotJson):
+    """A string that holds half of a UTF-16 surrogate pair alone (`loads`): JSON's grammar takes
+    the escape, but it is no Unicode text."""
+
+
 def _constant(name: str) -> Any:
     raise NotJson(f"{name} is not a JSON value")
 
@@ -66,7 +71,7 @@ def loads(text: str, **hooks: Any) -> Any:
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise NotJson(f"a string holds \\u{ord(exc.object[exc.start]):04x} alone, half of a UTF-16 surrogate pair, "
+            raise LoneSurrogate(f"a string holds \\u{ord(exc.object[exc.start]):04x} alone, half of a UTF-16 surrogate pair, "
                           "which is no Unicode character") from None
     return value
 

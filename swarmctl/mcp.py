@@ -193,6 +193,8 @@ def read_frame(line: str) -> SessionMessage | Unanswerable:
     except RecursionError:
         return Unanswerable(types.PARSE_ERROR, "Parse error: the line is not JSON")
     except ValueError as exc:
+        if (call := _arguments_not_json(line, exc)) is not None:
+            return call
         return Unanswerable(types.PARSE_ERROR, f"Parse error: {jsontext.not_read(exc, 'the line')}")
     request_id = None
     if isinstance(pairs, jsontext.Pairs):
@@ -215,6 +217,29 @@ def read_frame(line: str) -> SessionMessage | Unanswerable:
         return Unanswerable(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message", request_id)
     rejected = jsontext.arguments_named_twice(line)
     return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected) if rejected else None)
+
+
+def _arguments_not_json(line: str, exc: ValueError) -> SessionMessage | None:
+    """A tools/call whose arguments alone hold what is no JSON text (a lone UTF-16 surrogate,
+    `"\\ud83d"`, as a client that cuts strings by UTF-16 units sends): the tool's E_INVALID_ARG
+    under its id, as `swarmctl call` answers it, not a parse error no request is told of."""
+    import json
+
+    if not isinstance(exc, jsontext.LoneSurrogate):  # NaN and the like are no JSON grammar: a parse error
+        return None
+    try:
+        data = json.loads(line)  # Python's own reader takes a lone surrogate
+        params = data["params"]
+        rest = json.dumps({**data, "params": {**params, "arguments": {}}}, ensure_ascii=False)
+        rest.encode("utf-8")  # the rest of the line holds none
+        message = types.jsonrpc_message_adapter.validate_json(rest, by_name=False)
+    except (ValueError, TypeError, KeyError, UnicodeEncodeError):
+        return None
+    if data.get("method") != "tools/call" or not _valid_id(data.get("id")):
+        return None
+    rejected = SwarmError("E_INVALID_ARG", f"arguments are not valid JSON: {exc}")
+    rejected.line = rest  # type: ignore[attr-defined]  # what an HTTP door gives the SDK to read instead
+    return SessionMessage(message, metadata=ServerMessageMetadata(request_context=rejected))
 
 
 def _valid_id(value: Any) -> bool:

@@ -172,6 +172,8 @@ class Bounds:
             return await _respond(send, _json_rpc_error(429, types.INVALID_REQUEST, message, {"max_sessions": SESSIONS_PER_TOKEN}))
         if isinstance(frame, SessionMessage) and frame.metadata is not None:
             scope.setdefault("state", {})[REJECTED] = frame.metadata.request_context
+            if (line := getattr(frame.metadata.request_context, "line", None)) is not None:
+                body = line.encode("utf-8")  # the call without its unreadable arguments (mcp._arguments_not_json)
         queued: deque[Any] = deque([{"type": "http.request", "body": body, "more_body": False}, *trailing])
 
         async def replay() -> Any:

@@ -162,7 +162,10 @@ def test_a_lone_surrogate_escape_is_refused_at_every_json_door(sw):
             '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ref_show","arguments":{"name":"main"}}}',
         )
         code, _, err = server.close()
-    assert answer == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: the line is not JSON: {half}"}}
+    # In the arguments alone, over MCP: the tool's E_INVALID_ARG under the request's id, as `call`
+    # says it (it was a parse error with id null, and the client never heard of request 4).
+    envelope = answer["result"]["structuredContent"]
+    assert (answer["id"], envelope["error"]["message"]) == (4, f"arguments are not valid JSON: {half}"), answer
     assert after["id"] == 5 and after["result"]["structuredContent"]["ok"]
     assert code == 0 and "Traceback" not in err
 
@@ -245,6 +248,13 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
         long_id = server.receive()
         server.send('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"op_log","arguments":{"limit":NaN}}}')
         nan = server.receive()
+        # A lone surrogate in the arguments only (JSON's grammar takes the escape): the tool's
+        # E_INVALID_ARG under its id, as `swarmctl call` says it; it was a parse error with id null.
+        server.send('{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"changeset_create",'
+                    '"arguments":{"message":"cut \\ud83d"}}}')
+        surrogate = server.receive()
+        server.send('{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"changeset_create\\ud83d","arguments":{}}}')
+        surrogate_name = server.receive()
         server.send(_call(7, "op_show", {"op": 6}))
         after = server.receive()
         code, _, err = server.close()
@@ -263,6 +273,11 @@ def test_the_mcp_server_answers_every_hostile_line_and_serves_on(sw):
         assert answer["error"] == {"code": -32700, "message": "Parse error: a number in the line has more than 4300 digits"}
     assert nan == {"jsonrpc": "2.0", "id": None,
                    "error": {"code": -32700, "message": "Parse error: the line is not JSON: NaN is not a JSON value"}}
+    error = surrogate["result"]["structuredContent"]["error"]
+    assert surrogate["id"] == 10 and error["code"] == "E_INVALID_ARG" and "\\ud83d alone" in error["message"], surrogate
+    called = sw("--repo", str(sw.store), "--as", AGENT, "call", "changeset_create", '{"message":"cut \\ud83d"}')
+    assert called.error["message"] == error["message"]
+    assert surrogate_name["id"] is None and surrogate_name["error"]["code"] == -32700  # outside the arguments: unread
     assert after["id"] == 7 and after["result"]["structuredContent"]["result"]["op"] == 6
     assert code == 0 and "Traceback" not in err
     assert (op_count(sw.store), refs(sw.store)) == before

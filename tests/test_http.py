@@ -704,3 +704,20 @@ def test_a_cancelled_call_runs_to_its_end_and_is_answered_with_its_envelope(sw):
     envelope = reply["result"]["structuredContent"]
     assert envelope["ok"] and envelope["result"]["workflow"]["state"] == "completed", envelope
     assert any(r["name"] == "after-cancel" for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"])
+
+
+def test_a_lone_surrogate_in_the_arguments_is_the_tool_s_error_under_the_request_s_id(sw):
+    """As over stdio: a tools/call whose arguments hold `"\\ud83d"` alone was HTTP 400 with a
+    parse error and id null, where `swarmctl call` gives the tool's E_INVALID_ARG."""
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        session = _session(server.url, token)
+        body = ('{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"changeset_create",'
+                '"arguments":{"message":"cut \\ud83d"}}}')
+        answer = _post(server.url, body, token, **session)
+        assert answer.status_code == 200, answer.text
+        message = next(json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")) \
+            if answer.headers["content-type"].startswith("text/event-stream") else answer.json()
+        error = message["result"]["structuredContent"]["error"]
+        assert message["id"] == 42 and error["code"] == "E_INVALID_ARG" and "\\ud83d alone" in error["message"], message
