@@ -83,9 +83,9 @@ _NOT_DAMAGE = ("42501", "57014", "08", "57P", "53", "40001", "40P01")
 
 
 def _lack_of_resources(exc: Exception) -> Exception | None:
-    """The same of this machine: no file descriptor or memory left for the check (`ulimit -n`:
-    BLAKE3's module could not be opened, SQLite "unable to open" its files) is E_UNAVAILABLE,
-    safe to retry, never damage. None: what stopped the check may be the store's."""
+    """What stopped a check when it was this machine, not the store: no file descriptor or
+    memory left (`ulimit -n`: BLAKE3's module could not be opened, SQLite "unable to open" its
+    files) is E_UNAVAILABLE, safe to retry, never damage. None: it may be the store's."""
     import errno
 
     from swarmctl.store import errors
