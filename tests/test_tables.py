@@ -386,3 +386,22 @@ def test_a_trailing_backslash_is_shown_once(sw, store):
         assert f"message   {message}" in [line.rstrip() for line in shown.splitlines()], shown
         log = sw("--repo", store, "-o", "table", "op", "log", "-n", "1", env={"COLUMNS": "200", "NO_COLOR": "1"}).stdout
         assert f"{made[:12]}: {message} " in log, log
+
+
+def test_a_long_failed_output_cut_for_its_step_s_detail_never_turns_into_markup(sw, tmp_path):
+    """The detail keeps the last 400 characters of a failed command's stderr: cut just after
+    the backslash of an escaped `[` (the table's text is Rich markup, escaped), `[bold]` of the
+    command's output became a style, and a `[/x]` a renderer's error."""
+    repo = tmp_path / "store"
+    sw.ok("--as", AGENT, "init", str(repo))
+    script = tmp_path / "fail.sh"
+    for tag in ("[bold]", "[/x]"):
+        tail = "y" * (400 - len(tag))  # escaped, `\\` + tag + tail is 401 characters: the cut falls after the `\\`
+        script.write_text(f"#!/bin/sh\nprintf '%s' 'start {tag}{tail}' >&2\nexit 1\n")
+        script.chmod(0o755)
+        flow = tmp_path / "f.toml"
+        flow.write_text('name = "f"\n[[step]]\nname = "boom"\nrun = ["./fail.sh"]\n')
+        wf = sw("--repo", str(repo), "--as", AGENT, "workflow", "run", str(flow)).error["details"]["workflow"]
+        ran = sw("--repo", str(repo), "-o", "table", "workflow", "status", wf, env={"COLUMNS": "1000", "NO_COLOR": "1"})
+        assert ran.exit == 0 and "cannot render" not in ran.stderr, ran.stderr
+        assert f"stderr: …{tag}{tail}" in ran.stdout, ran.stdout

@@ -536,7 +536,10 @@ def _last_said(outcome: dict[str, Any]) -> str | None:
         text = str(outcome.get(f"{stream}_tail") or "").strip()
         if text:
             kept = "\n".join(text.splitlines()[-TAIL_LINES:])
-            return f"{stream}: " + (kept if len(kept) <= TAIL_CHARS else "…" + kept[-TAIL_CHARS:])
+            start = max(0, len(kept) - TAIL_CHARS)
+            if start and kept[start - 1] == "\\":  # the text is markup, escaped: `\[` stays whole
+                start -= 1
+            return f"{stream}: " + ("…" if start else "") + kept[start:]
     return None
 
 
