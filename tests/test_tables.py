@@ -396,7 +396,7 @@ def test_a_long_failed_output_cut_for_its_step_s_detail_never_turns_into_markup(
     sw.ok("--as", AGENT, "init", str(repo))
     script = tmp_path / "fail.sh"
     for tag in ("[bold]", "[/x]"):
-        tail = "y" * (400 - len(tag))  # escaped, `\\` + tag + tail is 401 characters: the cut falls after the `\\`
+        tail = "y" * (400 - len(tag))  # escaped, a backslash, the tag and this are 401 characters: cut just after the backslash
         script.write_text(f"#!/bin/sh\nprintf '%s' 'start {tag}{tail}' >&2\nexit 1\n")
         script.chmod(0o755)
         flow = tmp_path / "f.toml"
