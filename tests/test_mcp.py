@@ -366,9 +366,9 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
             while not (flag.exists() and flag.read_text() if paused else _runs_sleep(server.proc.pid)):
                 assert server.proc.poll() is None and time.monotonic() < deadline, server.proc.stderr.read()
                 time.sleep(0.005)
-        waited_ms = (time.monotonic() - deadline + 60) * 1000 if call is not None else 0
         server.proc.send_signal(getattr(signal, signum))
         status = server.proc.wait(timeout=60)  # stdin stays open: the end of input does not stop it
+        took_ms = (time.monotonic() - deadline + 60) * 1000 if call is not None else 0  # from the send to the end
         answers = [json.loads(line) for line in server.proc.stdout.read().splitlines()]
         assert (status, server.proc.stderr.read()) == (130, "")
     if call is None:
@@ -378,9 +378,9 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     answer = answers[0]
     error = answer["result"]["structuredContent"]["error"]
     assert (answer["id"], error["code"], error["details"]["signal"]) == (2, "E_INTERRUPTED", signum), answer
-    # How long the call ran, as the CLI and `call` say it (it said 0): from when the server read
-    # it to the signal, so at most what the test waited before sending the signal, give or take the pipe.
-    assert 0 < answer["result"]["structuredContent"]["meta"]["elapsed_ms"] <= waited_ms + 1000, (answer, waited_ms)
+    # How long the call ran, as the CLI and `call` say it (it said 0): from when the server read it
+    # to its answer, so within the time from sending it to the server's end, however busy the machine.
+    assert 0 < answer["result"]["structuredContent"]["meta"]["elapsed_ms"] <= took_ms, (answer, took_ms)
     if during == "a write":
         assert op_count(sw.store) == before
     else:
