@@ -35,29 +35,20 @@ def _one_line(description: str) -> str:
     return " ".join(description.split())
 
 
-def _ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
+def _ops(ctx: typer.Context, incomplete: str, undoable: bool = False) -> Iterator[tuple[str, str]]:
+    """The newest ops whose number starts with what is typed. `undoable` (`op undo`'s): only
+    those that moved a ref and are not taken back now (one that moved none, `init` or a
+    changeset's create, is E_NOTHING_TO_UNDO; one taken back, a replay)."""
     from swarmctl.store import queries
 
     store = _store(ctx)
     with store.read() as conn:
-        rows = queries.ops_numbered(conn, incomplete, limit=50)
+        rows = queries.ops_numbered(conn, incomplete, limit=200 if undoable else 50)
+        if undoable:
+            numbers = [row.op for row in rows]
+            kept = queries.moved_refs(conn, numbers).difference(queries.undos_in_effect(conn, numbers))
+            rows = [row for row in rows if row.op in kept][:50]
     for op, actor, description in rows:
-        yield str(op), f"{actor}: {description}"
-    if "@".startswith(incomplete):
-        yield "@", "the newest op by you (--as)"
-
-
-def _undoable_ops(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
-    """`op undo`'s: the newest ops that moved a ref and are not taken back now (an op that
-    moved none, `init` or a changeset's create, is E_NOTHING_TO_UNDO; one taken back, a replay)."""
-    from swarmctl.store import queries
-
-    store = _store(ctx)
-    with store.read() as conn:
-        rows = queries.ops_numbered(conn, incomplete, limit=200)
-        numbers = [row.op for row in rows]
-        undoable = queries.moved_refs(conn, numbers).difference(queries.undos_in_effect(conn, numbers))
-    for op, actor, description in [row for row in rows if row.op in undoable][:50]:
         yield str(op), f"{actor}: {description}"
     if "@".startswith(incomplete):
         yield "@", "the newest op by you (--as)"
@@ -141,7 +132,7 @@ def _tools(ctx: typer.Context, incomplete: str) -> Iterator[tuple[str, str]]:
 
 SOURCES: dict[str, Any] = {
     "ops": _safely(_ops),
-    "undoable_ops": _safely(_undoable_ops),
+    "undoable_ops": _safely(lambda ctx, incomplete: _ops(ctx, incomplete, undoable=True)),
     "refs": _safely(_refs),
     "actors": _safely(_actors),
     "changesets": _safely(_changesets),
