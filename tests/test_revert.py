@@ -117,6 +117,58 @@ def test_an_op_someone_else_undid_cancels_and_does_not_conflict(sw):
     assert problems(sw.store) == []
 
 
+def revert_of_two(sw: Swarm) -> dict[str, str]:
+    """main: A (alice, 2), B (agent, 3), C (agent, 4); then alice reverts the agent's two (5):
+    main is A again."""
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    ids = {}
+    for name, actor in (("A", ALICE), ("B", AGENT), ("C", AGENT)):  # 2, 3, 4
+        ids[name] = sw.ok(*as_(sw, actor), "changeset", "create", "-m", name, "--ref", "main")["changeset"]["id"]
+    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)["reverted"] == [3, 4]  # 5
+    return ids
+
+
+def test_an_op_a_revert_took_back_with_an_op_not_selected_is_a_replay_not_a_redo_of_that_op(sw):
+    """Op 4 alone is selected, and revert 5 took it back with op 3: main is as the selection
+    wants it already. The revert moved main to B, what it named before op 4, which redid op 3
+    (still marked undone by 5), beside a description of `revert 0 op(s)`."""
+    ids = revert_of_two(sw)
+    before = (op_count(sw.store), refs(sw.store))
+    for selection in (("--after", "3", "--before", "5"), ("--before", "4", "--after", "2")):  # op 4; op 3
+        ran = sw(*as_(sw, ALICE), "op", "revert", *selection)
+        assert (ran.exit, ran.result["op"], ran.result["already_applied"]) == (0, 5, True), ran.stdout
+        assert (op_count(sw.store), refs(sw.store)) == before == (5, {"main": ids["A"]})
+    assert undone_by(sw, 3, 4) == [5, 5]
+    assert problems(sw.store) == []
+
+
+def test_an_op_selected_after_such_a_revert_goes_back_to_what_the_revert_left(sw):
+    ids = revert_of_two(sw)
+    ids["D"] = sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "D", "--ref", "main")["changeset"]["id"]  # 6
+    ran = sw(*as_(sw, ALICE), "op", "revert", "--after", "3", "--actor", AGENT)  # ops 4 (undone by 5) and 6
+    assert (ran.exit, ran.result["reverted"], ran.result["op"]) == (0, [6], 7), ran.stdout
+    assert refs(sw.store) == {"main": ids["A"]}  # not B, what main named before op 4
+    assert problems(sw.store) == []
+
+
+def test_a_replay_of_an_undo_by_a_revert_that_netted_the_ref_out_sees_the_ref_moved_since(sw):
+    """`op undo 3` after revert 5 took back ops 3 and 4 (tmp made and deleted: no move of tmp
+    by the revert), and someone made tmp again: the replay said `already_applied` with tmp there."""
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "A", "--ref", "main")  # 2
+    sw.ok(*as_(sw, AGENT), "ref", "set", "tmp", "main", "--create")  # 3
+    sw.ok(*as_(sw, AGENT), "ref", "delete", "tmp")  # 4
+    sw.ok(*as_(sw, AGENT), "ref", "set", "side", "main", "--create")  # 5
+    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)["reverted"] == [3, 4, 5]  # 6: moves side only
+    assert sw.ok(*as_(sw, AGENT), "op", "undo", "3")["already_applied"] is True  # tmp is absent, as 6 left it
+    sw.ok(*as_(sw, "human/bob"), "ref", "set", "tmp", "main", "--create")  # 7
+    ran = sw(*as_(sw, AGENT), "op", "undo", "3")
+    assert (ran.exit, ran.error["code"]) == (3, "E_CAS_MISMATCH"), ran.stdout
+    assert ran.error["details"]["conflicts"][0]["name"] == "tmp" and ran.error["details"]["conflicts"][0]["moved_by"] == [7]
+    assert ran.error["next"]["arguments"] == {"op": 7}
+    assert op_count(sw.store) == 7
+
+
 def test_a_revert_in_parts_goes_past_moves_an_earlier_part_took_back_with_no_move_of_the_ref(sw):
     """Reverted in parts, as the bound's hint says: the later part took back ops 9 and 10, which
     moved x there and back (its own move of x: none). The earlier part was then refused with

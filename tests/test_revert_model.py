@@ -4,13 +4,14 @@ of the actor's refs back to what it named before the actor's first move of it an
 other ref alone; `op undo` of the revert puts everything back; the store stays consistent. And
 `op restore OP` leaves the refs as a replay of the op log up to OP leaves them."""
 
+import shutil
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_helpers import AGENT, ALICE, problems, refs
+from core_helpers import AGENT, ALICE, connect, problems, refs
 
 from swarmctl import registry
 from swarmctl.calls import call_tool
@@ -137,3 +138,95 @@ def test_restore_matches_a_replay_of_the_log(history, where):
         assert problems(store) == []
         assert call(store, ALICE, "undo", {"op": ran["result"]["op"]})["ok"]
         assert refs(store) == before
+
+
+# --- `op revert` against one `op undo` at a time ------------------------------------------------
+
+REVERTING = st.tuples(  # on two refs, so that a revert often takes back several moves of one
+    st.sampled_from([AGENT, ALICE]),
+    st.sampled_from(["set", "set", "delete", "undo", "revert", "revert_agent"]),
+    st.sampled_from(REFS[:2]),
+    st.integers(0, 2),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
+
+
+def selection(log: list[dict], actor: str | None, low: float, high: float) -> dict:
+    """An actor's ops, or a range of the log (exclusive bounds), from fractions of its length."""
+    if actor is not None:
+        return {"actor": actor}
+    head = log[-1]["op"]
+    after = int(low * head)
+    return {"after": after, "before": after + 2 + int(high * (head - after))}
+
+
+def effective(store: Path, chosen: set[int]) -> list[int]:
+    """The chosen ops that `op revert` takes back, as the README words it: those that moved a
+    ref and are in effect, but not an undo of a chosen op, nor a revert of chosen ops only (each
+    such pair cancels out)."""
+    log = {o["op"]: o for o in call(store, ALICE, "op_log", {"limit": 1000})["result"]["ops"]}
+    conn = connect(store)
+    try:
+        targets = {op: {r[0] for r in conn.execute("SELECT target FROM op_reverts WHERE op = ?", (op,))} for op in chosen}
+    finally:
+        conn.close()
+    return sorted(
+        op for op in chosen
+        if op in log and log[op]["ref_moves"] and log[op]["undone_by"] is None and log[op]["undoes"] not in chosen
+        and not (log[op]["kind"] == "revert" and targets[op] <= chosen)
+    )
+
+
+def undone_one_at_a_time(store: Path, chosen: set[int]) -> dict[str, str] | None:
+    """The refs after taking back the chosen ops one `op undo` at a time, newest first, until
+    none is left in effect (an undo of a revert puts the ops it took back in effect again), or
+    None if one of those undos is refused."""
+    for _ in range(100):
+        left = effective(store, chosen)
+        if not left:
+            return refs(store)
+        if not call(store, ALICE, "undo", {"op": left[-1]})["ok"]:
+            return None
+    raise AssertionError("the undos never ended")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(REVERTING, min_size=1, max_size=10), st.sampled_from([AGENT, None, None]), st.floats(0, 1), st.floats(0, 1))
+def test_a_revert_that_succeeds_leaves_the_refs_as_one_undo_at_a_time_would(history, actor, low, high):
+    """Over histories with reverts in them (which take back several ops at once, some of which
+    may be selected again later): where undoing the selection's ops one at a time works, a
+    revert that is not refused leaves the refs exactly as those undos would, and one that finds
+    nothing to take back leaves them as they are."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
+        ids = [call(store, ALICE, "changeset_create", {"message": f"c{i}"})["result"]["changeset"]["id"] for i in range(3)]
+        for who, action, name, k, a, b in history:
+            current = refs(store)
+            if action == "set":
+                call(store, who, "ref_set", {"name": name, "target": ids[k], **({} if name in current else {"create": True})})
+            elif action == "delete" and name in current:
+                call(store, who, "ref_delete", {"name": name})
+            elif action == "undo":
+                call(store, who, "undo", {"op": "@"})
+            elif action.startswith("revert"):  # may be refused: then nothing is written
+                log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
+                call(store, who, "op_revert", selection(log, AGENT if action == "revert_agent" else None, a, b))
+        log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
+        chosen_by = selection(log, actor, low, high)
+        found = call(store, ALICE, "op_log", {"limit": 1000, **chosen_by})["result"]["ops"]
+        copy = Path(tmp) / "copy"
+        shutil.copytree(store, copy)
+        oracle = undone_one_at_a_time(copy, {o["op"] for o in found})
+        before = refs(store)
+        ran = call(store, ALICE, "op_revert", chosen_by)
+        assert problems(store) == []
+        if oracle is None or not ran["ok"] and ran["error"]["code"] == "E_CAS_MISMATCH":
+            return  # a revert is stricter: a ref moved away and back by someone else stops it
+        if oracle == before:
+            assert ran["ok"] and ran["result"]["already_applied"] or ran["error"]["code"] == "E_NOTHING_TO_UNDO", ran
+            assert refs(store) == before
+            return
+        assert ran["ok"] and not ran["result"]["already_applied"], ran
+        assert refs(store) == oracle, (chosen_by, ran)

@@ -9,7 +9,9 @@ undo cancel out), or an op outside the selection that was taken back since, with
 took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
 back netted out, there and back: the later part of a revert made in parts). Any other move, even
 one later moved back by another move, is someone else's work in between, and stops the revert
-(E_CAS_MISMATCH, naming those ops).
+(E_CAS_MISMATCH, naming those ops). A selected move that an earlier revert took back together
+with moves of the ref outside the selection is taken back already: that revert put the ref back
+to before all of them, so it is not this selection's to restore (which would redo the others).
 """
 
 from __future__ import annotations
@@ -182,26 +184,41 @@ def _net_effect(
     conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any]
 ) -> _NetEffect:
     """Each ref back to what it named before its oldest selected move, or the conflicts."""
-    first: dict[str, tuple[int, str | None]] = {}  # name -> (oldest selected op that moved it, what it named before)
-    newest: dict[str, str | None] = {}  # name -> what the newest selected move left
-    for op, name, old, new in moves:
-        first.setdefault(name, (op, old))
-        newest[name] = new
+    by_ref: dict[str, list[reverts.OpMove]] = {}  # name -> the selected moves of it, oldest first
+    for m in moves:
+        by_ref.setdefault(m.name, []).append(m)
     scope = _scope(conn, selected)
+    undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
     found, net = [], []
-    for name, (oldest, before) in first.items():
-        outside = [op for op in queries.moves_after(conn, name, oldest) if op not in scope]
-        if outside:  # taken back since by another outside op (the two cancel out), or netted out
-            cancelled = queries.cancelling(conn, outside, name)
+    for name, mine in by_ref.items():
+        later = queries.moves_after(conn, name, mine[0].op)
+        outside = [op for op in later if op not in scope]
+        if outside:  # taken back since by another later op (the two cancel out), or netted out
+            cancelled = queries.cancelling(conn, later, name)
             outside = [op for op in outside if op not in cancelled]
         actual = queries.ref_target(conn, name)
         if outside:
-            found.append(conflicts.Conflict(name, newest[name], actual, outside))
-        elif actual != before:
-            net.append(Move(name, old=actual, new=before))
+            found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
+            continue
+        mine = [m for m in mine if not _taken_back_with_others(conn, undone.get(m.op), name, scope, set(selected))]
+        if mine and actual != mine[0].old:
+            net.append(Move(name, old=actual, new=mine[0].old))
     if found:
         raise _moved_by_others(found, given, len(selected))
-    return _NetEffect(net, list(first))
+    return _NetEffect(net, list(by_ref))
+
+
+def _taken_back_with_others(conn: Conn, undo: int | None, name: str, scope: set[int], chosen: set[int]) -> bool:
+    """Whether `undo`, the op that takes a selected move of ref `name` back now, is a revert
+    outside the selection that took back moves of `name` by ops outside the scope too. It put
+    `name` back to before all of them: that selected move is taken back already, and what
+    `name` named before it is not this selection's to restore (that would redo the others)."""
+    if undo is None or undo in chosen:
+        return False
+    kind = reverts.kinds_of(conn, [undo])[undo]
+    targets = reverts.targets_of(conn, undo) if kind.kind == "revert" else [kind.undoes]
+    others = [t for t in targets if t is not None and t not in scope]
+    return any(m.name == name for m in reverts.ref_moves_of(conn, others))
 
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:

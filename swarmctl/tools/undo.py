@@ -12,7 +12,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Annotations, Call, Example, Tool, arg, request_type, result_type
-from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, records, tokens
+from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, records, reverts, tokens
 from swarmctl.tools.common import ADMINS_POLICY, SET_AGENTS, SET_PROTECT, OpSpec, op_arg, resolve_op
 
 
@@ -116,7 +116,7 @@ def _undo(
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m.name for m in record.ref_moves}
         undone_moves = [m for m in done.ref_moves if m.name in moved]
-        _check_still_undone(conn, target, prior, undone_moves, refs_now)
+        _check_still_undone(conn, target, prior, _left_by(conn, prior, record.ref_moves, undone_moves), refs_now)
         return UndoResult(
             undone=target,
             op=prior,
@@ -256,13 +256,25 @@ def _check_unmoved(conn: Conn, target: int, moves: list[Move], refs_now: Mapping
     )
 
 
+def _left_by(conn: Conn, prior: int, target_moves: list[records.MoveRow], moves: list[records.MoveRow]) -> list[Move]:
+    """What the undo `prior` left each ref its target moved naming, as moves from that to
+    itself: its own `moves` of them first, then each ref a revert did not move (its target's
+    moves of it netted out with others it took back), as the ref was right after it."""
+    left = {m.name: m.new for m in moves}
+    rest = [n for n in dict.fromkeys(m.name for m in target_moves) if n not in left]
+    return [Move(n, old=v, new=v) for n, v in left.items()] + [
+        Move(n, old=v, new=v) for n in rest for v in [reverts.ref_target_after(conn, n, prior)]
+    ]
+
+
 def _check_still_undone(
-    conn: Conn, target: int, prior: int, moved: list[records.MoveRow], refs_now: Mapping[str, str | None] | None = None
+    conn: Conn, target: int, prior: int, left: list[Move], refs_now: Mapping[str, str | None] | None = None
 ) -> None:
-    """A replay reports the undo in effect only if every ref still names what that undo left it
-    naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a restore that is not."""
+    """A replay reports the undo in effect only if every ref its target moved still names what
+    that undo left it naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a
+    restore that is not."""
     _refuse_moved_since(
-        conn, [Move(m.name, old=m.new, new=m.new) for m in moved], prior, {"op": target, "undone_by": prior}, refs_now,
+        conn, left, prior, {"op": target, "undone_by": prior}, refs_now,
         lambda names_moved: f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
         lambda later, which: f"Undo op {later} first ({which}); then op {target} is undone as op {prior} left it.",
     )
