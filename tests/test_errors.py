@@ -769,6 +769,39 @@ def test_a_disk_with_no_inode_left_is_e_unavailable_too(sw):
     assert [op["op"] for op in log["ops"]] == [1]
 
 
+def test_a_new_store_on_a_nearly_full_disk_is_whole_or_not_there(sw):
+    """`init`, `store copy` and `demo` with a little room left: the new database's WAL could not
+    be folded into its file when it closed (silently), the file was linked into place without
+    it, and the command said E_STORE_CORRUPT "Nothing was written" of a malformed store that then
+    refused the retry as "already a store". Now: a whole store, or E_UNAVAILABLE (disk_full) and
+    nothing there, not even the directory it made; `demo`'s hint says what it left."""
+    source = sw.tmp / "source"
+    sw.ok("--as", ALICE, "init", str(source))
+    (sw.tmp / "big.txt").write_text("x" * 300_000)
+    sw.ok("--repo", str(source), "--as", ALICE, "changeset", "create", "-m", "big", "--ref", "main", "--file", "big.txt", cwd=sw.tmp)
+    disk = sw.tmp / "disk"
+    seen = set()
+    with small_filesystem(disk, "size=2m"):
+        filler = fill(disk)
+        full = filler.stat().st_size
+        for room_kib in range(8, 1400, 48):
+            os.truncate(filler, full - room_kib * 1024)
+            for words in (["init"], ["store", "copy", str(source)], ["demo"]):
+                ran = sw("--as", ALICE, *words, str(disk / "new"))
+                if ran.exit == 0:
+                    assert sw.ok("--repo", str(disk / "new"), "store", "check")["problems"] == []
+                    seen.add("made")
+                elif words == ["demo"] and "history stopped short: remove it" in ran.error["hint"]:
+                    assert sw.ok("--repo", str(disk / "new"), "store", "check")["problems"] == []  # whole, and short
+                    seen.add("demo stopped short")
+                else:
+                    assert (ran.exit, ran.error["code"], ran.error["details"].get("reason")) == (11, "E_UNAVAILABLE", "disk_full"), ran.stdout
+                    assert not (disk / "new").exists(), (room_kib, words, sorted(os.listdir(disk / "new")))
+                    seen.add("refused")
+                shutil.rmtree(disk / "new", ignore_errors=True)
+    assert {"made", "refused"} <= seen, seen
+
+
 def test_every_e_internal_carries_a_correlation_id(tmp_path):
     """The spec: E_INTERNAL "carries a correlation id". The one a store's driver error became
     (an SQLite or PostgreSQL error swarmctl does not expect) carried none."""

@@ -144,3 +144,23 @@ def wal_is_empty(db: Path) -> bool:
         return Path(f"{db}-wal").stat().st_size == 0
     except FileNotFoundError:
         return True
+
+
+def remove_if_empty(path: Path, tmp: Path) -> None:
+    """Remove the directory `path`, made by a failed init, if nothing but its own files is in it."""
+    for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        made.unlink(missing_ok=True)
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def remove_abandoned_inits(path: Path) -> None:
+    """Remove what an `init` killed half-way left behind (its process is gone)."""
+    from swarmctl import names, pids
+
+    for leftover in path.glob(f"{DB_FILE}.init-*"):
+        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
+        if names.digits(pid) and not pids.alive(int(pid)):
+            leftover.unlink(missing_ok=True)

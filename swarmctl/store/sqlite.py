@@ -32,6 +32,8 @@ from swarmctl.store.files import (
     keep_wal_on_close,
     lock_timeout,
     on_readonly_filesystem,
+    remove_abandoned_inits,
+    remove_if_empty,
     unwritable_why,
     wal_is_empty,
 )
@@ -63,14 +65,18 @@ def _sqlite_header(db: Path) -> bool:
         return True  # unreadable here: the store's own checks say why, as before
 
 
-def _remove_abandoned_inits(path: Path) -> None:
-    """Remove what an `init` killed half-way left behind (its process is gone)."""
-    from swarmctl import pids
-
-    for leftover in path.glob(f"{DB_FILE}.init-*"):
-        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
-        if names.digits(pid) and not pids.alive(int(pid)):
-            leftover.unlink(missing_ok=True)
+def _make_dir(path: Path) -> bool:
+    """Make the directory of a new store where it is not; whether this made it."""
+    made = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise os_failure(exc, path) from exc  # the disk is full
+        raise SwarmError("E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}) from exc
+    return made
 
 
 class SqliteStore(Store):
@@ -188,22 +194,13 @@ class SqliteStore(Store):
                 details={"path": str(path)},
                 hint=f"Move {path / DB_FILE} away, or choose another directory. Nothing was written.",
             )
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise os_failure(exc, path) from exc  # the disk is full
-            raise SwarmError(
-                "E_INVALID_ARG", f"cannot create {path}: {exc.strerror}", details={"path": str(path)}
-            ) from exc
+        made_dir = _make_dir(path)
         if not can_write(path):
             raise forbidden(path, f"cannot make a store in {path}: it {unwritable_why(path)}", hint=_CREATE_HINT)
         # Build the database under a name of this process's own, then link it into place: a
         # process killed during init leaves no half-made store, and of two processes making a
         # store in one directory at once exactly one succeeds (link fails if the name exists).
-        _remove_abandoned_inits(path)
+        remove_abandoned_inits(path)
         tmp = path / f"{DB_FILE}.init-{os.getpid()}"
         try:
             conn = sqlite3.connect(tmp, isolation_level=None)
@@ -214,12 +211,19 @@ class SqliteStore(Store):
                 with store.write(actor) as w:
                     conn.execute("INSERT INTO meta(key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
                     fill(w)
+                # The WAL into the file the link names: a full disk raises here (on close, silently not).
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 conn.close()
             try:
                 os.link(tmp, path / DB_FILE)
             except FileExistsError:
                 raise _already_a_store(path, " (made by another process just now)") from None
+        except BaseException as exc:
+            error = translate(exc, path) if isinstance(exc, sqlite3.Error) else exc  # while `path` is there
+            if made_dir:  # as it was: no directory left behind by an init that made nothing
+                remove_if_empty(path, tmp)
+            raise error from (exc if error is not exc else None)
         finally:
             for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 made.unlink(missing_ok=True)

@@ -5,6 +5,10 @@ things on), and `store copy` (a whole store into a new one, local or on a server
 after one: `store check` (the store's full check, read-only) and `store upgrade` (bring a store
 made by an older swarmctl to this one's format). The first paragraph here is `swarmctl store
 --help`'s.
+
+Why this module is long: it holds five tools of one lifecycle (`init`, `demo`, `store copy`,
+`store check`, `store upgrade`), each with its request, result and registry entry, in the order
+the registry lists them; split, that order would live in two places.
 """
 
 import shlex
@@ -100,8 +104,26 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
     """Create a store in PATH with a short history by two actors (a person and an agent) and
     show its op log. Op 6 is the agent moving release/v1: try `op undo 6` on it."""
     store = ctx.adopt(Store.create(ctx.locate(req.path), DEMO_HUMAN))
-    human = Context(repo=store.repo, actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store)
-    agent = Context(repo=store.repo, actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store)
+    try:
+        _demo_history(Context(repo=store.repo, actor=DEMO_HUMAN, cwd=ctx.cwd, readonly=False, _store=store),
+                      Context(repo=store.repo, actor=DEMO_AGENT, cwd=ctx.cwd, readonly=False, _store=store))
+    except SwarmError as exc:  # each op is its own write: the store is there, with the ops before this one
+        exc.hint = (f"The demo store at {store.repo} was made, but its history stopped short: "
+                    "remove it, then run `swarmctl demo` again once the cause is gone.")
+        exc.details.setdefault("repo", store.repo)
+        raise
+    log = op_log(ctx, OpLogReq(limit=20))
+    where = store.repo
+    return DemoResult(
+        repo=where,
+        ops=log.ops,
+        next=[shlex.join(["swarmctl", "--repo", where, *words]) for words in (  # the path quoted as a shell needs it
+            ["-o", "table", "op", "log"], ["--as", DEMO_AGENT, "op", "undo", "6", "--dry-run"], ["--as", DEMO_AGENT, "op", "undo", "6"])],
+    )
+
+
+def _demo_history(human: Context, agent: Context) -> None:
+    """Ops 2-6 of the demo: a person's and an agent's changesets and ref moves."""
     base = changeset_create(
         human,
         ChangesetCreateReq(message="Initial import", files={"README.md": "# demo\n"}, metadata={"ticket": "OPS-1"}, ref="main"),
@@ -116,14 +138,6 @@ def demo(ctx: Context, req: DemoReq) -> DemoResult:
         ChangesetCreateReq(message="Fix flaky deploy check", metadata={"ticket": "OPS-7"}, ref="main"),
     ).changeset.id
     ref_set(agent, RefSetReq(name="release/v1", target=fix, expect=base))
-    log = op_log(ctx, OpLogReq(limit=20))
-    where = store.repo
-    return DemoResult(
-        repo=where,
-        ops=log.ops,
-        next=[shlex.join(["swarmctl", "--repo", where, *words]) for words in (  # the path quoted as a shell needs it
-            ["-o", "table", "op", "log"], ["--as", DEMO_AGENT, "op", "undo", "6", "--dry-run"], ["--as", DEMO_AGENT, "op", "undo", "6"])],
-    )
 
 
 def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
