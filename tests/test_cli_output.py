@@ -469,3 +469,84 @@ def test_a_signal_while_a_writes_envelope_is_printed_leaves_it_whole(sw, store, 
     envelope = json.loads(out)
     assert (proc.returncode, envelope["ok"], envelope["result"]["op"]) == (0, True, 7), (out[-300:], err)
     assert envelope["result"]["changeset"]["message"] == message and b"Traceback" not in err, err
+
+
+SIGNALLED = """\
+import os, signal, sys
+import {module} as where
+original = where.{name}
+
+def signalled(*args, **kwargs):
+    {before}os.kill(os.getpid(), signal.{sig})
+    {after}
+where.{name} = signalled
+from swarmctl.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("door", ["command", "call"])
+def test_a_signal_once_the_tool_returned_never_leaves_its_write_unanswered(sw, store, door, sig, tmp_path):
+    """Found by a probe: a signal that came after the tool returned (its write committed) and
+    before the envelope was printed with interrupts held ended swarmctl with exit 130 and stdout
+    empty; and `swarmctl call` printed its envelope with no interrupt held at all, so a signal
+    then did the same. A script that retried made the change twice. Now the first names the op
+    it wrote (as a signal just after the COMMIT does), and the second is held while the
+    envelope is printed, which says what was written. The process signals itself from a wrapper
+    around that step (after `_run` returns; as `emit` starts), so the signal comes then every time."""
+    if door == "command":  # just after the tool returned
+        module, name, before, after = "swarmctl.cli.invoke", "_run", "answer = original(*args, **kwargs)\n    ", "return answer"
+    else:  # as the envelope is printed
+        module, name, before, after = "swarmctl.cli.invoke", "emit", "", "return original(*args, **kwargs)"
+    script = tmp_path / "signalled.py"
+    script.write_text(SIGNALLED.format(module=module, name=name, sig=sig, before=before, after=after))
+    head = sw.ok("--repo", store, "op", "log", "-n", "1")["ops"][0]["op"]
+    words = ["ref", "set", "late", "main", "--create"] if door == "command" else ["call", "ref_set", '{"name": "late", "target": "main", "create": true}']
+    proc = subprocess.run([sys.executable, str(script), "--repo", store, "--as", AGENT, *words],
+                          env=sw.env, capture_output=True, text=True, timeout=60)
+    envelope = json.loads(proc.stdout)
+    if door == "command":
+        error = envelope["error"]
+        assert (proc.returncode, error["code"], error["details"]["committed"]) == (130, "E_INTERRUPTED", [head + 1]), proc
+        assert "again would make it again" in error["hint"]
+    else:
+        assert (proc.returncode, envelope["ok"], envelope["result"]["op"]) == (0, True, head + 1), proc
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert sw.ok("--repo", store, "op", "show", str(head + 1))["kind"] == "ref_set"
+
+
+def test_a_stderr_that_cannot_be_written_costs_no_command_its_answer(sw, store):
+    """Found by a probe: a message to stderr that could not be written (`2>/dev/full`) was taken
+    for stdout failing: `call` with an ignored field exited 1 with stdout empty though its write
+    was made, usage errors printed no envelope, and `-q op show 99` exited 1, not 4."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        def ran(*words: str) -> subprocess.CompletedProcess:
+            return subprocess.run([*swarmctl_argv(), "--repo", store, "--as", AGENT, *words], env=sw.env,
+                                  stdout=subprocess.PIPE, stderr=full, text=True, timeout=60)
+        written = ran("call", "ref_set", '{"name": "r2", "target": "main", "create": true, "zzz": 1}')
+        usage = ran("--bogus")
+        quiet = ran("-q", "op", "show", "99")
+    finally:
+        os.close(full)
+    envelope = json.loads(written.stdout)
+    assert (written.returncode, envelope["ok"], envelope["meta"]["ignored"]) == (0, True, ["zzz"]), written
+    assert (usage.returncode, json.loads(usage.stdout)["error"]["code"]) == (2, "E_INVALID_ARG"), usage
+    assert (quiet.returncode, quiet.stdout) == (4, ""), quiet
+    assert sw.ok("--repo", store, "ref", "show", "r2")["op"] == envelope["result"]["op"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_command_line_is_read_is_e_interrupted_not_a_traceback(sw, store, sig, tmp_path):
+    """Found by a probe: Ctrl-C or SIGTERM while the command line was parsed printed a traceback
+    and no envelope, and SIGTERM's exit status was 1, which says a command ran. Nothing ran:
+    E_INTERRUPTED, exit 130. The process signals itself from a wrapper around the parse."""
+    script = tmp_path / "signalled.py"
+    script.write_text(SIGNALLED.format(module="swarmctl.cli.fast", name="parse", sig=sig, before="",
+                                       after="return original(*args, **kwargs)"))
+    proc = subprocess.run([sys.executable, str(script), "--repo", store, "--as", AGENT, "ref", "set", "p1", "main", "--create"],
+                          env=sw.env, capture_output=True, text=True, timeout=60)
+    envelope = json.loads(proc.stdout)
+    assert (proc.returncode, envelope["op"], envelope["error"]["code"]) == (130, "ref_set", "E_INTERRUPTED"), proc
+    assert "Traceback" not in proc.stderr and sw("--repo", store, "ref", "show", "p1").exit == 4

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     signal.signal(signal.SIGTERM, _on_sigterm)
     if sys.stdin is None or sys.stdout is None or sys.stderr is None:
         _open_closed_std_streams()
+    sys.stderr = _BestEffort(sys.stderr)
     status = run(sys.argv[1:] if argv is None else argv)
     # Everything is written and the store closed: leave without tearing the interpreter down,
     # which costs a short command a sixth of its time (measured in bench/core.py). A signal now
@@ -48,6 +49,30 @@ def main(argv: list[str] | None = None) -> NoReturn:
         os.write(2, f"{OutputFailed(exc).line(ran=False)}\n".encode("utf-8", "backslashreplace"))
         status = status or OUTPUT_FAILED
     os._exit(status)
+
+
+class _BestEffort:
+    """stderr, for people: what cannot be written there (a full disk, a closed pipe) is lost,
+    and never costs the command its answer on stdout, nor its exit code (a warning printed
+    before the envelope failed a command whose write was made, as if stdout had failed)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _open_closed_std_streams() -> None:
@@ -73,13 +98,15 @@ def run(args: list[str]) -> int:
     try:
         if fast.version_asked(args, os.environ):
             return fast.print_version()
-        if (parsed := fast.parse(args, os.environ)) is not None:
-            return fast.run(parsed)
-        # Typer (and Click) only for what the fast parse leaves to it: their import is most of a
-        # short command's start (bench/core.py).
-        from swarmctl.cli import app
-
-        return app.run(args)
+        try:
+            parsed = fast.parse(args, os.environ)
+            if parsed is None:
+                # Typer (and Click) only for what the fast parse leaves to it: their import is
+                # most of a short command's start (bench/core.py).
+                from swarmctl.cli import app
+        except KeyboardInterrupt as exc:  # while the command line was read: nothing ran
+            return _interrupted_early(args, exc)
+        return fast.run(parsed) if parsed is not None else app.run(args)
     except OutputFailed as exc:
         print(exc.line(), file=sys.stderr)
         return OUTPUT_FAILED
@@ -133,6 +160,17 @@ def _not_utf8(args: list[str]) -> int | None:
     tool = command_in(args)
     emit(failure(tool.name if tool else None, error, Meta()), Globals(), tool)
     return exit_status_of("E_INVALID_ARG")
+
+
+def _interrupted_early(args: list[str], exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM before any tool ran: E_INTERRUPTED, as once it runs (it was a
+    traceback, and SIGTERM's exit status 1, which says a command ran)."""
+    from swarmctl.envelope import interrupted
+
+    tool = command_in(args)
+    envelope = failure(tool.name if tool else None, interrupted(exc), Meta())
+    emit(envelope, Globals(), tool)
+    return exit_status_of("E_INTERRUPTED")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

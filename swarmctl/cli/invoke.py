@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 from swarmctl import runner
 from swarmctl.cli.inert import inert
@@ -40,16 +41,8 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
         traceback.print_exc()
         envelope = failure(tool.name, internal_error(exc), Meta(auth=ctx.auth))
     else:
-        envelope = _run(tool, request, ctx, globals_)
-    if getattr(ctx._store, "committed", None):
-        # The envelope says what was written: a Ctrl-C or SIGTERM while it is printed has nothing
-        # left to stop, and would leave a change made with no word of it (exit 130, stdout empty).
-        from swarmctl import stopping
-
-        with stopping.interrupts_held(deliver=False):
-            emit(envelope, globals_, tool)
-    else:
-        emit(envelope, globals_, tool)
+        return _answer(lambda: _run(tool, request, ctx, globals_), tool.name, ctx, globals_, tool)
+    emit(envelope, globals_, tool)
     return exit_status(envelope)
 
 
@@ -63,18 +56,55 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
     tools = registry.Named()
     ctx = Context(repo=globals_.repo, actor=globals_.actor, json_text=prints_json_text(globals_))
     op = name if name in tools else None
+
+    def run() -> dict[str, Any]:
+        try:
+            envelope = call_text(name, read_arguments(), ctx, tools)
+        except SwarmError as exc:  # the arguments could not be read (stdin too big, not UTF-8)
+            return failure(op, exc, Meta(auth=ctx.auth))
+        ignored = envelope["meta"].get("ignored")
+        if ignored:
+            print(f"swarmctl call: {name} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
+        return envelope
+
+    return _answer(run, op, ctx, globals_, tools.get(name))
+
+
+def _answer(run: Callable[[], dict[str, Any]], op: str | None, ctx: Context, globals_: Globals, tool: Tool | None) -> int:
+    """Run the tool (`run` gives its envelope) and print the envelope; return its exit status.
+
+    Ctrl-C or SIGTERM while the tool runs rolls its write back, and the envelope says so. Once a
+    write committed, one has nothing left to stop: the envelope is printed with interrupts held,
+    and one that came before that (the tool had returned, its envelope not yet printed) is
+    answered as one after the commit inside the tool is (`details.committed`), never exit 130
+    with stdout empty. One that comes once the envelope is out is dropped."""
     started = time.perf_counter()
+    emitting = printed = False
     try:
-        envelope = call_text(name, read_arguments(), ctx, tools)
-    except SwarmError as exc:  # the arguments could not be read (stdin too big, not UTF-8)
-        envelope = failure(op, exc, Meta(auth=ctx.auth))
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the tool ran: as a command says it
+        envelope = run()
+        with _held_once_written(ctx):
+            emitting = True
+            emit(envelope, globals_, tool)
+            printed = True
+    except KeyboardInterrupt as exc:
+        if printed:
+            return exit_status(envelope)
+        if emitting:  # a second one, cut the envelope short: there is nothing more to say
+            raise
         envelope = _interrupted(op, exc, ctx, started)
-    ignored = envelope["meta"].get("ignored")
-    if ignored:
-        print(f"swarmctl call: {name} does not know {', '.join(map(repr, ignored))}: ignored", file=sys.stderr)
-    emit(envelope, globals_, tools.get(name))
+        with _held_once_written(ctx):
+            emit(envelope, globals_, tool)
     return exit_status(envelope)
+
+
+def _held_once_written(ctx: Context) -> ContextManager[None]:
+    """Interrupts held while the envelope of a command that wrote is printed (a command that
+    did not write may be cut short: it changed nothing)."""
+    if getattr(ctx._store, "committed", None):
+        from swarmctl import stopping
+
+        return stopping.interrupts_held(deliver=False)
+    return nullcontext()
 
 
 def stdin_text() -> str:
