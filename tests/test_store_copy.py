@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
+import subprocess
+import time
 
 import pytest
 
 from core_helpers import AGENT, ALICE, connect, problems
+from swarm import swarmctl_argv
 from test_workflow_rollback import failed_release
 from wfkit import Kit
 
@@ -171,3 +175,49 @@ def test_a_store_of_an_older_format_copied_as_it_is_is_a_whole_store_of_this_for
         assert all(o["hash"] == chained[o["op"]] for o in copied), copied
         assert sw.ok("--repo", copy, "--as", ALICE, "ref", "set", "after-copy", "main", "--create")["op"] == log[0]["op"] + 1
     assert sw.ok("--repo", str(source), "store", "check")["format"] == int(fixture[6])  # read, never written
+
+
+@pytest.mark.parametrize("way", ["to postgres", "to local"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_fenced_copy_stopped_before_the_fence_commits_leaves_no_copy_that_takes_writes(sw, way, sig):
+    """Found by a probe: stopped after the copy was made and before the source's fence committed,
+    `store copy --fence` said E_INTERRUPTED ("rolled back") and left a whole copy beside an
+    unfenced source, both taking writes, drifting apart; its retry was "already a store". Now the
+    source stays the store: a local copy is removed, one on a server is fenced to the source.
+    The process pauses at each COMMIT (SWARMCTL_FAULT): the copy's, then the fence's."""
+    local = str(sw.tmp / "local")
+    source, destination = (local, sw.url) if way == "to postgres" else (sw.url, local)
+    sw.ok("--as", ALICE, "init", source)
+    sw.ok("--repo", source, "--as", ALICE, "changeset", "create", "-m", "one", "--ref", "main")
+    flag = sw.tmp / "paused"
+    proc = subprocess.Popen([*swarmctl_argv(), "--as", ALICE, "store", "copy", "--fence", source, destination],
+                            env={**sw.env, "SWARMCTL_FAULT": f"pause-before-commit:{flag}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for commit in ("the copy's", "the fence's"):
+            deadline = time.monotonic() + 60
+            while not (flag.exists() and flag.read_text()):
+                assert proc.poll() is None and time.monotonic() < deadline, (commit, proc.communicate())
+                time.sleep(0.005)
+            if commit == "the copy's":
+                flag.unlink()  # let it commit, and go on to the fence
+        paused_at = flag.stat().st_mtime_ns
+        proc.send_signal(sig)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:  # a commit after the signal (fencing
+            if flag.exists() and flag.stat().st_mtime_ns != paused_at:  # a server's copy) pauses too: let it go
+                flag.unlink()
+            time.sleep(0.005)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, json.loads(out)["error"]["code"]) == (130, "E_INTERRUPTED"), out + err
+    assert sw.ok("--repo", source, "--as", ALICE, "changeset", "create", "-m", "two", "--ref", "main")["op"] == 3
+    if way == "to local":
+        assert not (sw.tmp / "local" / "swarmops.db").exists()
+        assert sw.ok("--as", ALICE, "store", "copy", "--fence", source, destination)["fenced"] is True  # the retry
+    else:
+        refused = sw("--repo", destination, "--as", ALICE, "changeset", "create", "-m", "three", "--ref", "main")
+        assert (refused.exit, refused.error["details"]["moved_to"]) == (7, source), refused.stdout

@@ -15,7 +15,7 @@ from typing import Callable, Iterator, NamedTuple
 
 from swarmctl.store import migrate, policies
 from swarmctl.store.db import MOVED_TO, Store, Writer
-from swarmctl.store.schema import SCHEMA
+from swarmctl.store.schema import DB_FILE, SCHEMA
 from swarmctl.store.sql import Conn
 
 BATCH = 2000
@@ -88,11 +88,17 @@ def copy_store(
 
     try:
         if fence:
-            with src.write(actor) as sw:
-                if may_fence is not None:
-                    may_fence(sw)
-                dst = Store.make(destination, actor, fill(sw.conn))
-                sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
+            made: list[Store] = []
+            try:
+                with src.write(actor) as sw:
+                    if may_fence is not None:
+                        may_fence(sw)
+                    made.append(dst := Store.make(destination, actor, fill(sw.conn)))
+                    sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
+            except BaseException:
+                if made and _unfenced(src):
+                    _abandon(made[0], src, actor)
+                raise
         else:
             with src.read() as conn:
                 dst = Store.make(destination, actor, fill(conn))
@@ -100,6 +106,33 @@ def copy_store(
         src.close()
         raise
     return src, dst, Copied(counts)
+
+
+def _unfenced(src: Store) -> bool:
+    """Whether the source is known to be unfenced (its fence's transaction did not commit)."""
+    try:
+        with src.read() as conn:
+            return conn.execute("SELECT 1 FROM meta WHERE key = ?", (MOVED_TO,)).fetchone() is None
+    except Exception:  # unknown: the copy is kept, as it would be had the fence committed
+        return False
+
+
+def _abandon(dst: Store, src: Store, actor: str) -> None:
+    """A copy made whose source was not fenced after all (the fence's transaction failed, or a
+    signal stopped it): the source stays the store, and the copy must take no write. A local
+    copy is removed (this process made it a moment ago, and said nothing of it); one on a
+    server, whose tables this never drops, is fenced to its source."""
+    try:
+        if dst.path is not None:
+            dst.close()
+            for name in (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"):
+                (dst.path / name).unlink(missing_ok=True)
+        else:
+            with dst.write(actor) as w:
+                w.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, src.repo))
+            dst.close()
+    except Exception:  # as much as could be done: the error that stopped the copy is the one to report
+        pass
 
 
 # A source of format 2 or older has no actor and kind beside its ref moves: they are its ops'.
