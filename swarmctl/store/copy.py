@@ -88,17 +88,7 @@ def copy_store(
 
     try:
         if fence:
-            made: list[Store] = []
-            try:
-                with src.write(actor) as sw:
-                    if may_fence is not None:
-                        may_fence(sw)
-                    made.append(dst := Store.make(destination, actor, fill(sw.conn)))
-                    sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
-            except BaseException:
-                if made and _unfenced(src):
-                    _abandon(made[0], src, actor)
-                raise
+            dst = _copy_fenced(src, destination, actor, fill, may_fence)
         else:
             with src.read() as conn:
                 dst = Store.make(destination, actor, fill(conn))
@@ -106,6 +96,26 @@ def copy_store(
         src.close()
         raise
     return src, dst, Copied(counts)
+
+
+def _copy_fenced(
+    src: Store, destination: str | Path, actor: str, fill: Callable[[Conn], Callable[[Writer], None]],
+    may_fence: Callable[[Writer], None] | None,
+) -> Store:
+    """The copy made under the source's write lock, and the source fenced in that transaction;
+    if that transaction does not commit, the copy is abandoned (`_abandon`)."""
+    made: list[Store] = []
+    try:
+        with src.write(actor) as sw:
+            if may_fence is not None:
+                may_fence(sw)
+            made.append(dst := Store.make(destination, actor, fill(sw.conn)))
+            sw.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, dst.repo))
+    except BaseException:
+        if made and _unfenced(src):
+            _abandon(made[0], src, actor)
+        raise
+    return dst
 
 
 def _unfenced(src: Store) -> bool:
