@@ -107,6 +107,31 @@ def test_each_kind_of_damage_is_a_problem_with_a_code_never_a_traceback(sw, dama
     assert all(p["message"] for p in ran.error["details"]["problems"])
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE tokens SET actor = 'agent/h' WHERE id = 3",  # a flipped bit: the token acts as another
+        "UPDATE tokens SET read_only = 0 WHERE id = 4",  # a read-only token that writes
+        "UPDATE tokens SET revoked_at = NULL, revoked_op = NULL WHERE id = 5",  # a revocation taken back
+        "UPDATE tokens SET revoked_at = NULL, revoked_op = NULL WHERE id = 6",  # the undo of its making, too
+    ],
+)
+def test_a_tokens_row_changed_behind_the_op_log_is_a_problem(sw, damage):
+    """Found by a probe: one flipped bit turned a token's actor from agent/x to agent/h, and
+    `store check` said nothing; the token table was in no check. A token's row is held to the
+    ops that made and revoked it, which the hash chain covers."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "changeset", "create", "-m", "base", "--ref", "main")
+    for words in (["agent/x"], ["agent/y", "--read-only"], ["agent/z"], ["agent/w"]):  # ops 3, 4, 5, 6
+        sw.ok("--repo", str(sw.store), "--as", ALICE, "token", "create", *words)
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "token", "revoke", "5")  # op 7
+    sw.ok("--repo", str(sw.store), "--as", ALICE, "op", "undo", "6")  # op 8: revokes token 6
+    assert sw.ok("--repo", str(sw.store), "store", "check")["problems"] == []
+    edit(sw.store, damage)
+    ran = check(sw, sw.store)
+    assert (ran.exit, codes(ran)) == (9, {"tokens"}), ran.stdout
+
+
 def test_text_that_is_not_utf8_is_e_store_corrupt_on_reads(sw):
     build_golden_store(sw)
     edit(sw.store, "UPDATE ops SET description = CAST(X'66ff' AS TEXT) WHERE op = 6")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.names import shadows_changeset_id
-from swarmctl.store import reverts, workflows
+from swarmctl.store import reverts, tokens, workflows
 from swarmctl.store.errors import Problem, StoreDamaged
 from swarmctl.store.sql import SQLITE, Conn, dialect
 
@@ -41,7 +41,7 @@ def check_store(
     if integrity and dialect(conn) == SQLITE:
         checks.append(_integrity)
     checks += [_format_tables, _ops_gapless, _ops_ordered, _reverts_earlier, _replay, _moves_beside_ops, _hash_chain]
-    checks += [_changesets, _blobs, _refs_shadowing_ids, _settings]
+    checks += [_changesets, _blobs, _refs_shadowing_ids, _settings, tokens.problems]
     if dialect(conn) == SQLITE:
         checks.append(_foreign_keys)
     else:

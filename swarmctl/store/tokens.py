@@ -91,3 +91,40 @@ def by_value(conn: Conn, token: str) -> Token | None:
         return None
     row = conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE digest = ?", (digest(token),)).fetchone()
     return _record(row) if row else None
+
+
+def problems(conn: Conn) -> list[Any]:
+    """Each token's row against the ops that made and revoked it (`store check`): those are in
+    the op log's hash chain, the row is not, so a row changed by hand (whom a token names,
+    whether it only reads, its revocation undone) shows here. `errors.Problem`s."""
+    if not _exists(conn):
+        return []
+    from swarmctl.store.errors import Problem
+
+    def op_row(op: int) -> Any:
+        return conn.execute("SELECT kind, actor, at, description FROM ops WHERE op = ?", (op,)).fetchone()
+
+    found, by_id = [], {}
+    for token in listed(conn):
+        by_id[token.id] = token
+        said = ("token_create", token.created_by, token.created_at, made_description(token.actor, token.read_only))
+        if tuple(op_row(token.id) or ()) != said:
+            found.append(Problem("tokens", f"token {token.id} (for {token.actor}) is not as op {token.id}, which made it, says: its row was changed", token.id))
+        revoked = op_row(token.revoked_op) if token.revoked_op is not None else None
+        if (token.revoked_op is None) != (token.revoked_at is None) or revoked is not None and revoked[2] != token.revoked_at:
+            found.append(Problem("tokens", f"token {token.id} says it was revoked by op {token.revoked_op} at {token.revoked_at}, which the op log does not", token.id))
+    revocations = conn.execute(
+        "SELECT op, kind, description, undoes FROM ops WHERE kind = 'token_revoke' OR kind = 'undo' AND undoes IN (SELECT id FROM tokens)"
+    ).fetchall()
+    for op, kind, description, undoes in revocations:
+        words = str(description).split(" ")
+        target = undoes if kind == "undo" else int(words[2]) if len(words) > 4 and words[2].isdigit() else None
+        token = by_id.get(target)
+        if token is None or token.revoked_op != op or kind == "token_revoke" and " ".join(words[4:]) != token.actor:
+            found.append(Problem("tokens", f"op {op} revoked token {target}, which the tokens table does not say", op))
+    return found
+
+
+def made_description(actor: str, read_only: bool) -> str:
+    """The description of the op that makes a token for `actor`."""
+    return f"create a {'read-only ' if read_only else ''}token for {actor}"

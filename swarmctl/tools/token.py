@@ -123,7 +123,7 @@ def token_create(ctx: Context, req: TokenCreateReq) -> TokenCreateResult:
     with store.write(creator) as w:
         rules.refuse(rules.may_admin(w.policy, creator, "manage tokens"))
         expires_at = _expiry(req.expires, w.at)
-        op = w.append_op("token_create", f"create a {'read-only ' if req.read_only else ''}token for {actor}")
+        op = w.append_op("token_create", tokens.made_description(actor, req.read_only))
         tokens.create(w, value, actor, expires_at, req.read_only)
     return TokenCreateResult(id=op, actor=actor, expires_at=expires_at, read_only=req.read_only, op=op, token=value)
 
