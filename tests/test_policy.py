@@ -182,6 +182,20 @@ def test_a_policy_set_from_stdin(sw):
     assert store.ok(None, "policy", "show")["policy"] == POLICY
 
 
+@pytest.mark.parametrize("text", ["", "\n", "  \n\t\n"])
+def test_an_empty_policy_is_refused_so_a_closed_stdin_opens_no_door(sw, text):
+    """Found by a probe: `policy set -` with stdin closed or /dev/null wrote a policy_set op of
+    "0 lines", exit 0: every rule of the policy in force gone at once, and to anyone, from a
+    script whose input went missing. A policy that is empty on purpose says so in a comment."""
+    store = Store(sw)
+    before = store.ok(None, "policy", "show")
+    ran = sw.process("--repo", store.repo, "--as", ALICE, "policy", "set", "-", input=text)
+    assert (ran.exit, ran.error["code"], ran.error["details"]["key"]) == (2, "E_INVALID_ARG", "policy"), ran.stdout
+    assert store.ok(None, "policy", "show") == before
+    deliberate = sw.process("--repo", store.repo, "--as", ALICE, "policy", "set", "-", input="# no rules: open to all\n")
+    assert deliberate.exit == 0 and deliberate.result["op"] is not None, deliberate.stdout
+
+
 @pytest.mark.parametrize(
     "text, key",
     [

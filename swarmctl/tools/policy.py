@@ -92,11 +92,20 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     policy in force's `admins`; while none is set, anyone) may: else E_FORBIDDEN. A policy that
     does not parse, or has a key this swarmctl does not know, is E_INVALID_ARG (a typo must not
     silently open a door), and so is `admins = []`, which no one could ever take back, and admins
-    that no actor (kind/name) can match, and a policy over 64 KiB. Setting
+    that no actor (kind/name) can match, a policy over 64 KiB, and an empty one (a comment says
+    that no rule is meant: an empty stdin must not open every door). Setting
     the policy in force again writes nothing (`op` null). The store's first policy raises its
     format to 5, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
     of the op restores the policy before it."""
     actor = ctx.require_actor()
+    if not req.policy.strip():  # a closed stdin, a file not yet written, a failed download
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "the policy is empty: it would open every door of the store to everyone, as if it had no policy",
+            details={"key": "policy", "size": len(req.policy)},
+            hint="Nothing was written. Give the policy's TOML; a policy with no rule on purpose says so in a "
+            "comment. `swarmctl op undo` of the store's first policy_set leaves it without one.",
+        )
     admins = rules.parse(req.policy).admins  # before anything is opened: a bad file says so first
     size = len(req.policy.encode("utf-8", "surrogatepass"))
     if size > MAX_POLICY_BYTES:  # every write reads it, holding the lock (what does not parse says so first)
