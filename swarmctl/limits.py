@@ -83,14 +83,16 @@ class Unreadable(ValueError):
         self.details = details
 
 
-def read_toml(text: str, what: str) -> dict[str, Any]:
-    """`text` read as TOML, nested no deeper than SWARMCTL_MAX_JSON_DEPTH. Unreadable, saying
-    why (`what` names the text), when it is not TOML, nests deeper, or holds a whole number of
-    more digits than Python converts (tomllib raises a bare ValueError for that one)."""
+def read_toml(text: str, what: str, *, given: bool = True) -> dict[str, Any]:
+    """`text` read as TOML, nested no deeper than SWARMCTL_MAX_JSON_DEPTH (`given`: it is input;
+    else, text the store holds, which that bound on inputs is not for: no deeper than
+    MOST_JSON_DEPTH). Unreadable, saying why (`what` names the text), when it is not TOML,
+    nests deeper, or holds a whole number of more digits than Python converts (tomllib raises a
+    bare ValueError for that one)."""
     import tomllib
 
-    depth = max_json_depth()
-    deeper = f"{what} nests deeper than {depth} levels (SWARMCTL_MAX_JSON_DEPTH)"
+    depth = max_json_depth() if given else MOST_JSON_DEPTH
+    deeper = f"{what} nests deeper than {depth} levels" + (" (SWARMCTL_MAX_JSON_DEPTH)" if given else "")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

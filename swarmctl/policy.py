@@ -112,12 +112,13 @@ class Refusal:
 # --- parsing ---------------------------------------------------------------------------------
 
 
-def parse(text: str, version: int = 0) -> Policy:
-    """The policy in `text` (TOML): E_INVALID_ARG naming the key for anything it cannot be."""
+def parse(text: str, version: int = 0, *, given: bool = True) -> Policy:
+    """The policy in `text` (TOML): E_INVALID_ARG naming the key for anything it cannot be.
+    `given`: the text is input (`policy set`), held to the bounds on inputs; else the store's."""
     from swarmctl import limits  # here: a store without a policy never parses one, nor imports tomllib
 
     try:
-        data = limits.read_toml(text, "the policy")
+        data = limits.read_toml(text, "the policy", given=given)
     except limits.Unreadable as exc:
         raise _invalid(str(exc), None) from None
     _known(data, "")

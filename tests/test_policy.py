@@ -182,6 +182,20 @@ def test_a_policy_set_from_stdin(sw):
     assert store.ok(None, "policy", "show")["policy"] == POLICY
 
 
+def test_the_bound_on_input_depth_is_not_held_to_the_stores_own_policy(sw):
+    """Found by a probe: with SWARMCTL_MAX_JSON_DEPTH=3 every write to a store with a
+    `[[protect]]` policy failed, "the policy nests deeper than 3 levels": the bound on what a
+    caller sends was held to the policy the store holds. A policy given to `policy set` is input."""
+    store = Store(sw)
+    shallow = {"SWARMCTL_MAX_JSON_DEPTH": "2"}
+    moved = sw.process("--repo", store.repo, "--as", ALICE, "ref", "set", "side", "main", "--create", env=shallow)
+    assert moved.exit == 0, moved.stdout
+    shown = sw.process("--repo", store.repo, "policy", "show", env=shallow)
+    assert shown.exit == 0 and "[[protect]]" in shown.result["policy"], shown.stdout
+    given = sw.process("--repo", store.repo, "--as", ALICE, "policy", "set", "-", input=POLICY, env=shallow)
+    assert (given.exit, given.error["code"]) == (2, "E_INVALID_ARG") and "SWARMCTL_MAX_JSON_DEPTH" in given.error["message"]
+
+
 @pytest.mark.parametrize("text", ["", "\n", "  \n\t\n"])
 def test_an_empty_policy_is_refused_so_a_closed_stdin_opens_no_door(sw, text):
     """Found by a probe: `policy set -` with stdin closed or /dev/null wrote a policy_set op of

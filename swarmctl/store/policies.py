@@ -63,7 +63,7 @@ def _parsed(text: str, op: int) -> rules.Policy:
             _CACHE.clear()
         from swarmctl import policy as rules  # here: a store without a policy never needs its rules
 
-        _CACHE[key] = rules.parse(text, op)
+        _CACHE[key] = rules.parse(text, op, given=False)  # the store's own: SWARMCTL_MAX_JSON_DEPTH bounds inputs
     return _CACHE[key]
 
 
@@ -78,7 +78,7 @@ def record(w: Any, op: int, text: str | None) -> None:
     w.conn.execute("INSERT INTO policies(op, text) VALUES (?, ?)", (op, text))
     from swarmctl import policy as rules
 
-    w.store.policy_changed(w.conn, rules.parse(text, op) if text is not None else None)
+    w.store.policy_changed(w.conn, rules.parse(text, op, given=False) if text is not None else None)
 
 
 def all_versions(conn: Conn) -> list[Version]:
