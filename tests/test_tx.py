@@ -382,6 +382,23 @@ def test_a_stage_after_undo_drops_the_redo_branch(store):
     assert [m["name"] for m in status["moves"]] == ["a", "d"]
 
 
+def test_a_ref_only_a_dropped_revision_staged_takes_its_baseline_anew(store):
+    """Found by a probe: after `tx undo` and a stage that dropped the undone revision, the ref
+    it staged kept that revision's baseline; staged again after someone had moved it, `tx set`
+    said `old` was what it named before (null: no ref), and the commit conflicted on a
+    transaction just staged. The ref is the transaction's again from its new first stage."""
+    store.tx("begin")
+    store.tx("set", "x", "main")  # 1: x's baseline null (no ref x)
+    store.tx("undo")
+    store.run("ref", "set", "x", store.ids["base"][:12], "--create", actor=AGENT)  # someone makes x
+    assert store.tx("set", "y", "main").result["dropped"] == 1  # revision 1 dropped: x is staged by none
+    again = store.tx("set", "x", "main").result
+    assert again["old"] == store.ids["base"], again
+    assert store.tx("status").result["moved"] == []
+    done = store.tx("commit")
+    assert done.exit == 0 and refs(store.store)["x"] == refs(store.store)["main"], done.stdout
+
+
 def test_staging_never_touches_the_refs_or_the_op_log(store):
     before, op = refs(store.store), newest_op(store)
     store.tx("begin")

@@ -152,6 +152,9 @@ def stage(conn: Conn, tx: Tx, name: str, new: str | None, at: str, current: str 
     `current` is what the ref names in the store now: its baseline, if this is its first stage.
     Returns how many revisions were dropped."""
     dropped = conn.execute("DELETE FROM tx_revisions WHERE tx = ? AND revision > ?", (tx.tx, tx.revision)).rowcount
+    if dropped:  # a ref only they staged is not the transaction's any more: staged again, it takes its value then
+        conn.execute("DELETE FROM tx_baselines WHERE tx = ? AND name NOT IN (SELECT name FROM tx_revisions WHERE tx = ?)",
+                     (tx.tx, tx.tx))
     revision = tx.revision + 1
     conn.execute(
         "INSERT INTO tx_revisions(tx, revision, name, new, at) VALUES (?, ?, ?, ?, ?)", (tx.tx, revision, name, new, at)

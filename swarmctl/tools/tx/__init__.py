@@ -88,7 +88,8 @@ def tx_set(ctx: Context, req: TxSetReq) -> TxStageResult:
 
     The first time a ref is staged, what it names in the store is recorded as its baseline
     (`old`; null if it does not exist): the commit moves it only if it still names that. A
-    stage after `tx undo` discards the undone revisions (`dropped` says how many).
+    stage after `tx undo` discards the undone revisions (`dropped` says how many), and the
+    baseline of a ref only they staged: staged again, it is recorded anew.
 
     Refused: no open transaction, a Conflicted one, or the revision bound reached (E_STATE;
     nothing is ever dropped to make room); a bad ref name (E_INVALID_ARG); an unknown target
