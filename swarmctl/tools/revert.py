@@ -187,7 +187,7 @@ def _net_effect(
     by_ref: dict[str, list[reverts.OpMove]] = {}  # name -> the selected moves of it, oldest first
     for m in moves:
         by_ref.setdefault(m.name, []).append(m)
-    scope = _scope(conn, selected)
+    scope, chosen = _scope(conn, selected), set(selected)
     undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
     found, net = [], []
     for name, mine in by_ref.items():
@@ -200,7 +200,7 @@ def _net_effect(
         if outside:
             found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
             continue
-        mine = [m for m in mine if not _taken_back_with_others(conn, undone.get(m.op), name, scope, set(selected))]
+        mine = [m for m in mine if not _taken_back_with_others(conn, undone.get(m.op), name, scope, chosen)]
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
