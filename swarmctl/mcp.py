@@ -152,6 +152,8 @@ def serve(repo: str | None, actor: str | None) -> int:
             try:
                 anyio.run(main)
             except BaseException as exc:
+                if (unwritten := Stop.stdout_failed(exc)) is not None:
+                    raise unwritten from None  # the CLI says it as of any command: no task group's traceback
                 if stop.came is None or not stop.only_interrupts(exc):
                     raise
         stop.raise_if_stopped()  # as what stopped it, however anyio raised it on the way out

@@ -110,6 +110,15 @@ class Stop:
             return all(Stop.only_interrupts(e) for e in exc.exceptions)
         return isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
 
+    @staticmethod
+    def stdout_failed(exc: BaseException) -> OSError | None:
+        """The OSError of a write to stdout (a full disk, a closed pipe) that alone ended the
+        server, out of the exception groups anyio may wrap it in; else None."""
+        if isinstance(exc, BaseExceptionGroup):
+            found = [Stop.stdout_failed(e) for e in exc.exceptions]
+            return found[0] if found and all(found) else None
+        return exc if isinstance(exc, OSError) and exc.filename is None else None
+
     def raise_if_stopped(self) -> None:
         import signal
 

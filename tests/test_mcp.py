@@ -417,3 +417,17 @@ def test_undo_is_not_announced_idempotent_for_at_takes_back_its_own_undo(sw):
     from swarmctl.mcp import tool_listing
 
     assert tool_listing(registry.get("undo"))["annotations"]["idempotentHint"] is False  # as tools/list gives it
+
+
+def test_a_stdout_that_cannot_be_written_ends_the_server_with_one_line_not_a_traceback(sw):
+    """Found by a probe: `swarmctl mcp > /dev/full` printed anyio's 60-line exception-group
+    traceback and exited 1. It ends as any command whose stdout fails does: one line, exit 1."""
+    import subprocess
+
+    from swarm import swarmctl_argv
+
+    build_golden_store(sw)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "mcp"], input=json.dumps(INITIALIZE) + "\n",
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=sw.env, timeout=60)
+    assert (proc.returncode, proc.stderr) == (1, "swarmctl: cannot write to stdout: No space left on device\n"), proc.stderr
