@@ -308,14 +308,18 @@ def test_a_second_interrupt_while_the_group_is_killed_ends_its_grace_not_its_kil
             kit.kill_group(pgid)
 
 
-def test_a_store_locked_once_a_command_ran_names_the_workflow_and_never_says_to_run_it_again(sw):
+@pytest.mark.parametrize("steps", [1, 2])
+def test_a_store_locked_once_a_command_ran_names_the_workflow_and_never_says_to_run_it_again(sw, steps):
     """The store is locked from the moment the command ends, past the lock timeout: the
     outcome cannot be saved. E_BUSY said "nothing was written; retry" with no workflow named,
-    though the workflow existed and its command had run: run again, the file would run it twice."""
+    though the workflow existed and its command had run: run again, the file would run it twice.
+    With a step after it, the error named that next step (whose start would have saved the
+    outcome), which never ran, and not the step shown `interrupted` (found by a probe)."""
     kit = Kit(sw)
     (kit.dir / "waits.sh").write_text(WAITS.replace("    ", ""))
     (kit.dir / "waits.sh").chmod(0o755)
-    kit.write('name = "w"\n[[step]]\nname = "first"\nrun = ["./waits.sh", "first"]\n')
+    second = '[[step]]\nname = "second"\nrun = ["./waits.sh", "second"]\n' if steps == 2 else ""
+    kit.write('name = "w"\n[[step]]\nname = "first"\nrun = ["./waits.sh", "first"]\n' + second)
     proc = kit.popen("workflow", "run", "flow.toml", env={"SWARMCTL_LOCK_TIMEOUT": "0.5"})
     lock = None
     try:

@@ -24,6 +24,10 @@ The rules this module keeps:
 `progress`, when given, is called with a dict for each step that starts and finishes
 (`phase`, `event`, `step`, `index`, `position`, `count`, `status`); the CLI shows it on a
 terminal. It must not raise.
+
+Why this module is long: running forward and rolling back share the executor's one record of
+ownership, of the outcome not yet saved and of the step under way; split, each half would
+need the other's view of them, and the rules above would live in two places.
 """
 
 from __future__ import annotations
@@ -75,9 +79,10 @@ class Executor:
         self.commands = process.CommandGroup()  # where this run's commands start, one at a time
         # A command's outcome, written by the next transaction (`_owned_write`) before its own
         # change, which also moves the workflow's `rev` (every one that finds an outcome unsaved
-        # changes the workflow row: the next step's start, a release, `_saving_the_last`).
+        # changes the workflow row: the next step's start, a release, `_saving_the_last`); and its step.
         self._unsaved: Callable[[Writer], None] | None = None
         self._at: dict[str, str] | None = None  # the step under way, and during what (`_stopped_at`)
+        self._unsaved_at = self._at  # the `_at` of the step whose outcome is `_unsaved`: where a failure stops
         self.lease_s = hosts.lease_s()
         self._renewed = time.monotonic()  # when this process last renewed its lease (any owned write)
         self.base_dir = Path(wf.base_dir)  # where its commands run
@@ -104,7 +109,7 @@ class Executor:
         self._renewed = time.monotonic()
 
     def _save_later(self, save: Callable[[Writer], None]) -> None:
-        self._unsaved = save
+        self._unsaved, self._unsaved_at = save, self._at  # the step whose command just ended
 
     @contextmanager
     def _saving_the_last(self) -> Iterator[None]:
@@ -132,7 +137,7 @@ class Executor:
             raise lost.as_error() from None
         except SwarmError as exc:
             if exc.code in ("E_BUSY", "E_UNAVAILABLE") and "workflow" not in exc.details:
-                guards.name_the_workflow(exc, self.wf.id, self._at)
+                guards.name_the_workflow(exc, self.wf.id, self._unsaved_at if self._unsaved is not None else self._at)
             raise
 
     def release(self, state: str) -> None:
