@@ -126,6 +126,22 @@ def test_the_undo_of_a_policy_change_is_a_compare_and_swap_on_its_version(sw):
     assert store.ok(None, "policy", "show")["policy"] is None
 
 
+def test_a_replay_of_a_policy_undo_sees_the_policy_changed_since(sw):
+    """Found by a probe: `op undo 7` again, once op 9 had taken op 7 back and op 10 had set
+    another policy, said `already_applied` (exit 0), the new policy in force: a replay had no
+    ref to compare. It is E_CAS_MISMATCH naming the later change, as for a ref moved since."""
+    store = Store(sw)  # op 7 set POLICY
+    assert store.ok(ALICE, "op", "undo", "7")["op"] == 8
+    assert store.ok(ALICE, "op", "undo", "7")["already_applied"] is True  # no policy, as op 8 left it
+    (sw.tmp / "other.toml").write_text(POLICY + '\n[approve]\nself = false\n')
+    assert store.ok(ALICE, "policy", "set", "other.toml")["op"] == 9
+    ran = store(ALICE, "op", "undo", "7")
+    assert (ran.exit, ran.error["code"], ran.error["details"]["policy"]) == (3, "E_CAS_MISMATCH", {"expected": 8, "actual": 9}), ran.stdout
+    assert ran.error["next"]["arguments"] == {"op": 9}
+    assert store.ok(ALICE, "op", "undo", "9")["op"] == 10  # as next says: the policy is as op 8 left it again
+    assert store.ok(ALICE, "op", "undo", "7")["already_applied"] is True
+
+
 def test_following_next_after_a_policy_conflict_ends(sw):
     """`next` names the change of the policy in force to undo first. Once that was undone, the
     policy in force is the one the change before it made: naming the undo (the newest change of

@@ -112,6 +112,8 @@ def _undo(
     prior = queries.undo_in_effect(conn, target)
     record = records.op_records(conn, [target])[0]
     if prior is not None:
+        if policies.made_by(conn, target) is not None:
+            _check_policy_still_undone(conn, target, prior)
         done = records.op_records(conn, [prior])[0]
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m.name for m in record.ref_moves}
@@ -205,6 +207,22 @@ def _policy_made_by(conn: Conn, op: int) -> int:
             break
         op, record = before.op, records.op_records(conn, [before.op])[0]
     return op
+
+
+def _check_policy_still_undone(conn: Conn, target: int, prior: int) -> None:
+    """A replay of the undo of a policy change reports it only while the policy is what that
+    undo left (a later change undone since is no change): else E_CAS_MISMATCH, as for a ref."""
+    found, left = policies.current_version(conn), policies.made_by(conn, prior)
+    if (found.text if found else None) == (left.text if left else None):
+        return
+    later = _policy_made_by(conn, found.op) if found is not None else None
+    raise conflicts.cas_mismatch(
+        [],
+        f"op {target} was undone by op {prior}, but the policy was changed since, by op {later}; nothing was written",
+        details={"op": target, "undone_by": prior, "policy": {"expected": prior, "actual": later}},
+        hint=f"Undo op {later} first (the latest change of the policy); then op {target} is undone as op {prior} left it.",
+        next=UNDO.call(op=later) if later is not None else None,
+    )
 
 
 def _undid_token_create(conn: Conn, record: records.OpRow) -> bool:
