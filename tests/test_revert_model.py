@@ -31,6 +31,19 @@ def call(store: Path, actor: str, tool: str, arguments: dict) -> dict:
     return call_tool(tool, arguments, ctx, registry.by_name())
 
 
+def play(store: Path, ids: list[str], actor: str, action: str, name: str, k: int) -> None:
+    """One step of a random history: `set` a ref to changeset `k` (making it where it is not),
+    `delete` it (where it is), `undo` the actor's newest op (refused, if it moved since or
+    moved nothing: then nothing is written); any other action is the caller's."""
+    current = refs(store)
+    if action == "set":
+        call(store, actor, "ref_set", {"name": name, "target": ids[k], **({} if name in current else {"create": True})})
+    elif action == "delete" and name in current:
+        call(store, actor, "ref_delete", {"name": name})
+    elif action == "undo":
+        call(store, actor, "undo", {"op": "@"})
+
+
 def expected_revert(log: list[dict], actor: str) -> tuple[bool, dict[str, str | None]]:
     """From the op log alone: whether the revert must conflict, and else each of the actor's
     refs as it was before the actor's first move of it."""
@@ -66,14 +79,7 @@ def test_revert_by_actor_matches_the_model(history):
         assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
         ids = [call(store, ALICE, "changeset_create", {"message": f"c{i}"})["result"]["changeset"]["id"] for i in range(3)]
         for actor, action, name, k in history:
-            current = refs(store)
-            if action == "set":
-                arguments = {"name": name, "target": ids[k], **({} if name in current else {"create": True})}
-                call(store, actor, "ref_set", arguments)
-            elif action == "delete" and name in current:
-                call(store, actor, "ref_delete", {"name": name})
-            elif action == "undo":
-                call(store, actor, "undo", {"op": "@"})  # may fail (moved since, nothing to undo): then nothing is written
+            play(store, ids, actor, action, name, k)
         log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
         conflict, restored = expected_revert(log, AGENT)
         before = refs(store)
@@ -116,13 +122,7 @@ def test_restore_matches_a_replay_of_the_log(history, where):
         assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
         ids = [call(store, ALICE, "changeset_create", {"message": f"c{i}"})["result"]["changeset"]["id"] for i in range(3)]
         for actor, action, name, k in history:
-            current = refs(store)
-            if action == "set":
-                call(store, actor, "ref_set", {"name": name, "target": ids[k], **({} if name in current else {"create": True})})
-            elif action == "delete" and name in current:
-                call(store, actor, "ref_delete", {"name": name})
-            elif action == "undo":
-                call(store, actor, "undo", {"op": "@"})
+            play(store, ids, actor, action, name, k)
         log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
         head = log[-1]["op"]
         target = 1 + int(where * (head - 1))
@@ -203,14 +203,8 @@ def test_a_revert_that_succeeds_leaves_the_refs_as_one_undo_at_a_time_would(hist
         assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
         ids = [call(store, ALICE, "changeset_create", {"message": f"c{i}"})["result"]["changeset"]["id"] for i in range(3)]
         for who, action, name, k, a, b in history:
-            current = refs(store)
-            if action == "set":
-                call(store, who, "ref_set", {"name": name, "target": ids[k], **({} if name in current else {"create": True})})
-            elif action == "delete" and name in current:
-                call(store, who, "ref_delete", {"name": name})
-            elif action == "undo":
-                call(store, who, "undo", {"op": "@"})
-            elif action.startswith("revert"):  # may be refused: then nothing is written
+            play(store, ids, who, action, name, k)
+            if action.startswith("revert"):  # may be refused: then nothing is written
                 log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
                 call(store, who, "op_revert", selection(log, AGENT if action == "revert_agent" else None, a, b))
         log = call(store, ALICE, "op_log", {"limit": 1000, "reverse": True})["result"]["ops"]
