@@ -15,6 +15,7 @@ from typing import Callable, Iterator, NamedTuple
 
 from swarmctl.store import migrate, policies
 from swarmctl.store.db import MOVED_TO, Store, Writer
+from swarmctl.store.files import remove_database
 from swarmctl.store.schema import DB_FILE, SCHEMA
 from swarmctl.store.sql import Conn
 
@@ -135,8 +136,7 @@ def _abandon(dst: Store, src: Store, actor: str) -> None:
     try:
         if dst.path is not None:
             dst.close()
-            for name in (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"):
-                (dst.path / name).unlink(missing_ok=True)
+            remove_database(dst.path / DB_FILE)
         else:
             with dst.write(actor) as w:
                 w.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, src.repo))

@@ -146,10 +146,15 @@ def wal_is_empty(db: Path) -> bool:
         return True
 
 
+def remove_database(db: Path) -> None:
+    """Remove an SQLite database file and its -wal and -shm, where they are."""
+    for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        name.unlink(missing_ok=True)
+
+
 def remove_if_empty(path: Path, tmp: Path) -> None:
     """Remove the directory `path`, made by a failed init, if nothing but its own files is in it."""
-    for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-        made.unlink(missing_ok=True)
+    remove_database(tmp)
     try:
         path.rmdir()
     except OSError:

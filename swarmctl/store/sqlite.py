@@ -33,6 +33,7 @@ from swarmctl.store.files import (
     lock_timeout,
     on_readonly_filesystem,
     remove_abandoned_inits,
+    remove_database,
     remove_if_empty,
     unwritable_why,
     wal_is_empty,
@@ -225,8 +226,7 @@ class SqliteStore(Store):
                 remove_if_empty(path, tmp)
             raise error from (exc if error is not exc else None)
         finally:
-            for made in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                made.unlink(missing_ok=True)
+            remove_database(tmp)
         # Its first users (init, demo) fold their WAL in on close: a new store is one file.
         return cls.open(path, keep_wal=False)
 
