@@ -113,18 +113,22 @@ def problems(conn: Conn) -> list[Any]:
         revoked = op_row(token.revoked_op) if token.revoked_op is not None else None
         if (token.revoked_op is None) != (token.revoked_at is None) or revoked is not None and revoked[2] != token.revoked_at:
             found.append(Problem("tokens", f"token {token.id} says it was revoked by op {token.revoked_op} at {token.revoked_at}, which the op log does not", token.id))
+    revoked_by = {t.revoked_op: t for t in by_id.values() if t.revoked_op is not None}
     revocations = conn.execute(
         "SELECT op, kind, description, undoes FROM ops WHERE kind = 'token_revoke' OR kind = 'undo' AND undoes IN (SELECT id FROM tokens)"
     ).fetchall()
-    for op, kind, description, undoes in revocations:
-        words = str(description).split(" ")
-        target = undoes if kind == "undo" else int(words[2]) if len(words) > 4 and words[2].isdigit() else None
-        token = by_id.get(target)
-        if token is None or token.revoked_op != op or kind == "token_revoke" and " ".join(words[4:]) != token.actor:
-            found.append(Problem("tokens", f"op {op} revoked token {target}, which the tokens table does not say", op))
+    for op, kind, description, undoes in revocations:  # each in the row of the token it revoked
+        token = revoked_by.get(op)
+        if token is None or (undoes != token.id if kind == "undo" else description != revoked_description(token.id, token.actor)):
+            found.append(Problem("tokens", f"op {op} revoked a token, which the tokens table does not say", op))
     return found
 
 
 def made_description(actor: str, read_only: bool) -> str:
     """The description of the op that makes a token for `actor`."""
     return f"create a {'read-only ' if read_only else ''}token for {actor}"
+
+
+def revoked_description(token_id: int, actor: str) -> str:
+    """The description of the op that revokes token `token_id` of `actor`."""
+    return f"revoke token {token_id} of {actor}"

@@ -158,7 +158,7 @@ def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
                 f"token {req.id} ({found.actor}) was revoked at {found.revoked_at} by op {found.revoked_op}",
                 details={"token": req.id, "revoked_at": found.revoked_at, "op": found.revoked_op},
             )
-        op = w.append_op("token_revoke", f"revoke token {req.id} of {found.actor}")
+        op = w.append_op("token_revoke", tokens.revoked_description(req.id, found.actor))
         tokens.revoke(w, req.id)
     return TokenRevokeResult(id=req.id, actor=found.actor, revoked_at=w.at, op=op)
 

@@ -173,18 +173,12 @@ def _undo_policy(
     from swarmctl import policy as rules
 
     rules.refuse(rules.may_admin(policies.current(conn), actor, f"undo op {target}, a change of the policy"))
-    found = policies.current_version(conn)
-    made = policies.made_by(conn, target)
     # The policy must still be what `target` made it (a later change undone since is no change).
-    if found is None or made is None or found.text != made.text:
-        later = _policy_made_by(conn, found.op) if found is not None else None
-        raise conflicts.cas_mismatch(
-            [],
-            f"cannot undo op {target}: the policy was changed since, by op {later}; nothing was written",
-            details={"op": target, "policy": {"expected": target, "actual": later}},
-            hint=f"Undo op {later} first (the latest change of the policy), then undo op {target}.",
-            next=UNDO.call(op=later) if later is not None else None,
-        )
+    _refuse_policy_changed(
+        conn, target, {"op": target},
+        lambda later: f"cannot undo op {target}: the policy was changed since, by op {later}; nothing was written",
+        lambda later: f"Undo op {later} first (the latest change of the policy), then undo op {target}.",
+    )
     previous = policies.version_before(conn, target)
     op = None
     if writer is not None:
@@ -212,15 +206,28 @@ def _policy_made_by(conn: Conn, op: int) -> int:
 def _check_policy_still_undone(conn: Conn, target: int, prior: int) -> None:
     """A replay of the undo of a policy change reports it only while the policy is what that
     undo left (a later change undone since is no change): else E_CAS_MISMATCH, as for a ref."""
-    found, left = policies.current_version(conn), policies.made_by(conn, prior)
-    if (found.text if found else None) == (left.text if left else None):
+    _refuse_policy_changed(
+        conn, prior, {"op": target, "undone_by": prior},
+        lambda later: f"op {target} was undone by op {prior}, but the policy was changed since, by op {later}; nothing was written",
+        lambda later: f"Undo op {later} first (the latest change of the policy); then op {target} is undone as op {prior} left it.",
+    )
+
+
+def _refuse_policy_changed(
+    conn: Conn, made_by: int, details: dict[str, Any], message: Callable[[int | None], str], first: Callable[[int | None], str],
+) -> None:
+    """E_CAS_MISMATCH unless the policy in force is the one op `made_by` made (as its text: a
+    later change undone since is no change), as `_refuse_moved_since` is for refs; `next` is the
+    undo of the change of the policy in force."""
+    found, made = policies.current_version(conn), policies.made_by(conn, made_by)
+    if found is not None and made is not None and found.text == made.text:
         return
     later = _policy_made_by(conn, found.op) if found is not None else None
     raise conflicts.cas_mismatch(
         [],
-        f"op {target} was undone by op {prior}, but the policy was changed since, by op {later}; nothing was written",
-        details={"op": target, "undone_by": prior, "policy": {"expected": prior, "actual": later}},
-        hint=f"Undo op {later} first (the latest change of the policy); then op {target} is undone as op {prior} left it.",
+        message(later),
+        details={**details, "policy": {"expected": made_by, "actual": later}},
+        hint=first(later),
         next=UNDO.call(op=later) if later is not None else None,
     )
 
