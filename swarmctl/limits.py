@@ -36,10 +36,11 @@ def _setting(name: str, default: int, most: int | None = None) -> int:
 
 
 def seconds(name: str, default: float, low: float, high: float, span: str | None = None) -> float:
-    """A duration setting in seconds from the environment variable `name`: `default` when unset,
-    E_INVALID_ARG when it is not a number from `low` to `high` (said as `span`)."""
+    """A duration setting in seconds from the environment variable `name`: `default` when unset
+    or empty (as every setting, and SWARMCTL_REPO, SWARMCTL_AS and SWARMCTL_OUTPUT), E_INVALID_ARG
+    when it is not a number from `low` to `high` (said as `span`)."""
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or not raw.strip():
         return default
     # ASCII digits and a point: float() would take `５`, `1_0`, `1e3`, `nan`
     value = float(raw) if re.fullmatch(r"\s*([0-9]+\.?[0-9]*|\.[0-9]+)\s*", raw) else -1.0
@@ -48,6 +49,7 @@ def seconds(name: str, default: float, low: float, high: float, span: str | None
             "E_INVALID_ARG",
             f"{name}={raw!r} must be a number of seconds from {span or f'{low:g} to {high:g}'}",
             details={"variable": name, "value": raw},
+            hint=f"Unset it for the default ({default:g}), or give a number of seconds in that span.",
         )
     return value
 

@@ -110,6 +110,22 @@ def test_lock_timeout_variable_is_checked(sw):
     assert op_count(sw.store) == 6
 
 
+def test_an_empty_setting_is_the_default_as_an_unset_one(sw):
+    """Every setting read as empty (`SWARMCTL_LOCK_TIMEOUT= swarmctl ...`, a CI file's blank
+    line) is its default, as Click takes SWARMCTL_REPO, SWARMCTL_AS and SWARMCTL_OUTPUT: the
+    durations refused one that the sizes and the host id took."""
+    build_golden_store(sw)
+    empty = dict.fromkeys(("SWARMCTL_LOCK_TIMEOUT", "SWARMCTL_CLOCK_SKEW_S", "SWARMCTL_LEASE_S",
+                           "SWARMCTL_HTTP_READ_TIMEOUT", "SWARMCTL_MAX_JSON_DEPTH", "SWARMCTL_MAX_INPUT_BYTES",
+                           "SWARMCTL_HOST_ID", "SWARMCTL_OUTPUT"), "")
+    ran = sw(*as_(sw, ALICE), "ref", "set", "x", "main", env=empty)
+    assert (ran.exit, ran.result["op"]) == (0, 7), ran.stdout
+    blank = sw(*as_(sw, ALICE), "ref", "set", "y", "main", env={"SWARMCTL_LOCK_TIMEOUT": "  "})
+    assert (blank.exit, blank.result["op"]) == (0, 8), blank.stdout
+    refused = sw(*as_(sw, ALICE), "ref", "set", "z", "main", env={"SWARMCTL_LOCK_TIMEOUT": "soon"})
+    assert refused.error["hint"] == "Unset it for the default (10), or give a number of seconds in that span."
+
+
 # --- identity ----------------------------------------------------------------------------------
 
 

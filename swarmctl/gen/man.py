@@ -163,7 +163,7 @@ def _exit_status() -> list[str]:
 
 
 def _environment(root: Any) -> list[str]:
-    out = [".SH ENVIRONMENT"]
+    out = [".SH ENVIRONMENT", _text("A variable set empty is taken as unset; a bad value is E_INVALID_ARG naming it.")]
     for p in _visible_options(root):
         if p.envvar:
             out += [".TP", rf"\fB{_esc(p.envvar)}\fR", _text(f"As {p.opts[0]}.")]
