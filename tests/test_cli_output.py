@@ -437,6 +437,22 @@ def test_an_argument_the_cli_cannot_read_is_bad_usage_with_its_usage_text(sw, st
     assert "Usage: swarmctl changeset create" in ran.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["-o", "json", "-o", "table", "ref", "list"], ["-o", "table", "op", "log", "-n", "abc"],
+     ["-o", "table", "ref", "set", "a", "main", "--expect-old", "1"]],
+    ids=["given twice", "bad value", "no such option"],
+)
+def test_a_usage_error_in_a_table_is_said_once_with_its_code_and_hint(sw, store, args):
+    """With -o table the error goes to stderr as the table says errors (code, message, hint):
+    the usage text's `Error:` line said the same message a second time."""
+    ran = sw("--repo", store, "--as", ALICE, *args)
+    assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
+    assert ran.stderr.startswith("Usage: swarmctl "), ran.stderr
+    assert "Error: " not in ran.stderr and ran.stderr.count("E_INVALID_ARG: ") == 1, ran.stderr
+    assert "\nhint: " in ran.stderr, ran.stderr
+
+
 def test_a_missing_choice_is_named_on_one_line_with_no_escaped_tabs(sw):
     """Click lists the values of a missing choice argument a line and a tab each; stderr showed
     the tabs as `\\x09` (control characters are escaped there) and the envelope's message ran

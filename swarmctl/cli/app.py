@@ -25,7 +25,7 @@ from swarmctl.cli.inert import inert
 from swarmctl.cli.invoke import invoke
 from swarmctl.cli.options import Globals, take_late
 from swarmctl.cli.params import late_parameters, param, root_parameters
-from swarmctl.cli.output import emit
+from swarmctl.cli.output import emit, errors_on_stderr
 from swarmctl.cli.prescan import completing, options_given_twice, quiet_given, tools_for
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure
@@ -240,6 +240,7 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
         message = f"{variable}={os.environ[variable]!r} is not a valid value: {message}"
         details = {"variable": variable, "value": os.environ[variable], **details}
     error = SwarmError("E_INVALID_ARG", message, details=details, hint=f"Run `{where} --help` for usage.")
+    globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     if not quiet:
         if isinstance(exc, NoArgsIsHelpError):
             exc.show(file=sys.stderr)  # the help text, ours
@@ -247,8 +248,8 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
             # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
             if click_ctx is not None:
                 print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
-            print(f"Error: {inert(message)}", file=sys.stderr)
-    globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
+            if not errors_on_stderr(globals_):
+                print(f"Error: {inert(message)}", file=sys.stderr)
     auth = Context(actor=globals_.actor if globals_ else None).auth
     globals_ = globals_ or Globals()
     globals_.quiet = globals_.quiet or quiet

@@ -16,7 +16,7 @@ from typing import Any, Callable, ContextManager
 from swarmctl import runner
 from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
-from swarmctl.cli.output import emit, prints_json_text, wants_color
+from swarmctl.cli.output import emit, errors_on_stderr, prints_json_text, wants_color
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted, interrupted_after_commit
 from swarmctl.spec import Tool
@@ -31,7 +31,8 @@ def invoke(tool: Tool, globals_: Globals, make_request: Callable[[], Any], usage
         if exc.code == "E_INVALID_ARG" and usage:
             exc.details.setdefault("usage", usage)
             if not globals_.quiet:
-                print(f"{usage}\nError: {inert(exc.message)}", file=sys.stderr)
+                error_line = "" if errors_on_stderr(globals_) else f"\nError: {inert(exc.message)}"
+                print(f"{usage}{error_line}", file=sys.stderr)
         envelope = failure(tool.name, exc, Meta(auth=ctx.auth))
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while a file it names was read: nothing ran
         envelope = failure(tool.name, interrupted(exc), Meta(auth=ctx.auth))

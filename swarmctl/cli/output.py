@@ -17,6 +17,12 @@ from swarmctl.envelope import dumps, line_safe
 from swarmctl.spec import JsonTexts
 
 
+def errors_on_stderr(globals_: Any) -> bool:
+    """Whether `emit` says an error on stderr itself (a table's, with its code and hint), so that
+    a usage error's `Error:` line would say it twice."""
+    return globals_ is not None and globals_.output == "table" and not getattr(globals_, "quiet", False)
+
+
 def emit(envelope: dict[str, Any], globals_: Any, tool: Any) -> None:
     if getattr(globals_, "quiet", False):
         if not envelope["ok"]:
