@@ -76,7 +76,10 @@ def loads(text: str, **hooks: Any) -> Any:
     return value
 
 
-def parse_arguments(text: str, what: str = "the arguments") -> Any:
+ARGUMENTS = "the arguments' JSON"  # what the bounds' refusals call a tool's arguments (`it nests deeper...`)
+
+
+def parse_arguments(text: str, what: str = ARGUMENTS) -> Any:
     """JSON text as arguments; a field named twice is E_INVALID_ARG, never last-one-wins, and so
     is text larger than SWARMCTL_MAX_INPUT_BYTES or nested deeper than SWARMCTL_MAX_JSON_DEPTH."""
     limits.check_size(text, what)
@@ -93,12 +96,12 @@ def parse_arguments(text: str, what: str = "the arguments") -> Any:
             hint="Name each field once.",
         ) from None
     except ValueError as exc:
-        said = "arguments are" if what == "the arguments" else f"{what} is"
+        said = "arguments are" if what == ARGUMENTS else f"{what} is"
         if isinstance(exc, json.JSONDecodeError):
             raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}", details={"position": exc.pos}) from None
         if isinstance(exc, NotJson):
             raise SwarmError("E_INVALID_ARG", f"{said} not valid JSON: {exc}") from None
-        raise SwarmError("E_INVALID_ARG", f"{said} unreadable: {not_read(exc, 'them' if what == 'the arguments' else 'it')}") from None
+        raise SwarmError("E_INVALID_ARG", f"{said} unreadable: {not_read(exc, 'them' if what == ARGUMENTS else 'it')}") from None
 
 
 def not_read(exc: ValueError, text: str) -> str:

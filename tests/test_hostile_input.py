@@ -106,6 +106,8 @@ def test_a_number_longer_than_python_converts_is_an_envelope_at_every_door(sw):
         assert "'99999999999999999999'… has 5000 digits: a number may have at most 4300" in ran.error["message"]
     ran = sw.process(*repo, "call", "op_show", '{"op": %s}' % LONG)
     assert ran.exit == 2 and ran.error["message"] == "arguments are unreadable: a number in them has more than 4300 digits"
+    ran = sw(*repo, "call", "op_show", "[" * 70 + "]" * 70)  # it read "the arguments nests deeper"
+    assert ran.exit == 2 and ran.error["message"] == "the arguments' JSON nests deeper than 64 levels (SWARMCTL_MAX_JSON_DEPTH)"
     (sw.tmp / "flow.toml").write_text(f'name = "w"\n[[step]]\nname = "a"\nrun = ["true"]\ntimeout_s = {LONG}\n')
     (sw.tmp / "policy.toml").write_text(f"admins = [{LONG}]\n")
     (sw.tmp / "deep.toml").write_text("admins = " + DEEP + "\n")
