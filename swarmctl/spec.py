@@ -229,6 +229,9 @@ class Tool(NamedTuple):
     # each still writes all of itself or nothing): it uses the store only through ctx.store(),
     # within the call, and starts no process.
     group_commit: bool = False
+    # The result's field that is shown this once and never again (a token's value): the CLI
+    # refuses -q, which would print nothing, before the tool runs.
+    shown_once: str | None = None
     since: str = "0.1.0"
 
     @property

@@ -65,6 +65,19 @@ def test_create_prints_the_token_once_and_keeps_only_its_digest(sw):
     assert problems(sw.store) == []
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_quiet_is_refused_before_a_token_is_made_whose_value_it_would_lose(sw, where):
+    """`token create -q` made a token and printed nothing: its value, shown once, was lost,
+    and a token nobody holds stayed valid for 90 days. Both parsers (the fast one, Typer's)
+    refuse -q, before or after the command, and nothing is written."""
+    _init(sw)
+    args = ["-q", "token", "create", "agent/w1"] if where == "before" else ["token", "create", "agent/w1", "-q"]
+    ran = sw.process(*as_(sw, ALICE), *args)
+    assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
+    assert ran.stderr.startswith("E_INVALID_ARG: -q/--quiet does not go with `swarmctl token create`"), ran.stderr
+    assert op_count(sw.store) == 1 and _stored(sw) == []
+
+
 def test_default_expiry_is_90_days_and_read_only_is_kept(sw):
     _init(sw)
     made = _create(sw, "agent/reader", "--read-only")

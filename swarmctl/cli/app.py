@@ -125,6 +125,14 @@ def _command(tool: Tool) -> typing.Callable[..., None]:
                     details={"fields": twice},
                     hint="Give each option once.",
                 )
+            if tool.shown_once and cli_ctx.obj.quiet:
+                raise SwarmError(
+                    "E_INVALID_ARG",
+                    f"-q/--quiet does not go with `{tool.command}`: it would print nothing, and the "
+                    f"result's {tool.shown_once} is shown this once and never again",
+                    details={"option": "--quiet"},
+                    hint=f"Drop -q; `{tool.command} ... | jq -r .result.{tool.shown_once}` prints the {tool.shown_once} alone.",
+                )
             return request_from_cli(tool, values)
 
         raise typer.Exit(invoke(tool, cli_ctx.obj, request, usage=cli_ctx.get_usage()))

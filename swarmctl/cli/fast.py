@@ -101,7 +101,7 @@ def parse(args: list[str], environ: Mapping[str, str]) -> Parsed | ParsedCall | 
         return None
     late, values = read
     globals_ = _globals(args, root, late, environ)
-    if globals_ is None or options_given_twice(tool, args):
+    if globals_ is None or options_given_twice(tool, args) or (tool.shown_once and globals_.quiet):
         return None
     if (complete := _with_defaults(tool, values)) is None:
         return None

@@ -179,6 +179,7 @@ TOKEN_CREATE = Tool(
     annotations=_WRITE,
     mutates=True,
     cli_only=_NO_TOKEN_HOLDER,
+    shown_once="token",
 )
 TOKEN_LIST = Tool(
     name="token_list",
