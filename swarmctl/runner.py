@@ -83,6 +83,7 @@ def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None)
     if not isinstance(body, dict):
         return envelope
     calls = body.get("next")
+    spelled = False  # whether the hint spells a next call
     for call in calls if isinstance(calls, list) else [calls]:
         if not isinstance(call, dict) or not isinstance(call.get("argv"), list) or call["argv"][:1] != ["swarmctl"]:
             continue
@@ -91,8 +92,26 @@ def runnable_next(envelope: dict[str, Any], repo: str | None, actor: str | None)
         if isinstance(body.get("hint"), str):
             import shlex  # here: only an envelope naming a next call needs it
 
-            body["hint"] = body["hint"].replace(f"`{shlex.join(before)}`", f"`{shlex.join(call['argv'])}`")
+            after = body["hint"].replace(f"`{shlex.join(before)}`", f"`{shlex.join(call['argv'])}`")
+            spelled, body["hint"] = spelled or after != body["hint"], after
+    if spelled:  # the hint's other commands run as written beside it (`workflow status ID`, `resume ID`)
+        body["hint"] = _with_store_words(body["hint"], words)
     return envelope
+
+
+def _with_store_words(hint: str, words: list[str]) -> str:
+    """Each command in `hint` (`swarmctl AREA ...`, in backquotes) that names no store yet, with
+    `words` (--repo, --as) after `swarmctl`."""
+    import re
+    import shlex
+
+    def runnable(found: re.Match[str]) -> str:
+        command = found.group(1)
+        if command.split()[0] not in registry.AREAS or "--repo" in command.split():
+            return found.group(0)
+        return f"`swarmctl {shlex.join(words)} {command}`"
+
+    return re.sub(r"`swarmctl ([^`]+)`", runnable, hint)
 
 
 def run_json(tool: Tool, arguments: Any, ctx: Context) -> dict[str, Any]:

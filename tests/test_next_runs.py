@@ -63,6 +63,26 @@ def test_a_hint_that_names_next_carries_them_too(sw):
     assert f"`{command}`" in again["hint"]
 
 
+def test_every_command_of_a_hint_that_names_next_runs_as_written(sw):
+    """E_STEP_FAILED's hint names three commands: the rollback preview (its `next`) carried the
+    store and actor, while `workflow status ID` and `workflow resume ID --retry STEP` beside it
+    did not, and pasted from elsewhere they found no store."""
+    import re
+
+    build_golden_store(sw)
+    (sw.tmp / "flow.toml").write_text('name = "w"\n[[step]]\nname = "check"\nrun = ["false"]\ntimeout_s = 30\n')
+    failed = sw("-R", "store", "--as", ALICE, "workflow", "run", "flow.toml")
+    assert failed.error["code"] == "E_STEP_FAILED", failed.stdout
+    commands = [shlex.split(c) for c in re.findall(r"`(swarmctl [^`]+)`", failed.error["hint"])]
+    assert [c[5:7] for c in commands] == [["workflow", "status"], ["workflow", "rollback"], ["workflow", "resume"]]
+    elsewhere = sw.tmp / "elsewhere"
+    elsewhere.mkdir()
+    for argv in commands:
+        ran = clean_run(argv, elsewhere)
+        assert '"code":"E_NOT_A_REPO"' not in ran.stdout and '"E_IDENTITY_REQUIRED"' not in ran.stdout, ran.stdout
+        assert ran.returncode in (0, 10), (argv, ran.stdout)  # the resume retries `false`: it fails again
+
+
 def test_over_mcp_next_arguments_are_unchanged(sw):
     ids = build_golden_store(sw)
     sw.ok(*as_(sw, ALICE), "ref", "set", "release/v1", ids["base"])
