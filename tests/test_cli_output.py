@@ -187,6 +187,19 @@ def test_version_into_a_closed_pipe_ends_quietly(sw, store):
     assert "Traceback" not in ran.stderr and ran.stderr == "", ran.stderr
 
 
+@pytest.mark.parametrize("args", [["--help"], ["op", "log", "--help"], ["completion", "bash"], ["schema", "UndoReq"]])
+def test_help_and_other_text_into_a_closed_pipe_end_quietly_with_exit_0(sw, args):
+    """`swarmctl --help | head -1` under `set -o pipefail` failed the script: Typer exits 1 on
+    EPIPE, where a command whose envelope meets a closed pipe ends 0 (README: quietly)."""
+    reader, writer = os.pipe()
+    os.close(reader)  # closed before swarmctl writes: its print() meets EPIPE
+    try:
+        ran = subprocess.run([*swarmctl_argv(), *args], stdout=writer, stderr=subprocess.PIPE, text=True, env=sw.env, timeout=60)
+    finally:
+        os.close(writer)
+    assert (ran.returncode, ran.stderr) == (0, ""), (args, ran.returncode, ran.stderr)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_signal_says_whether_the_change_was_written(sw, store, sig, when):

@@ -110,15 +110,16 @@ def run(args: list[str]) -> int:
     except OutputFailed as exc:
         print(exc.line(), file=sys.stderr)
         return OUTPUT_FAILED
-    except OSError as exc:  # print() of --help, --version, a schema: a closed pipe ends quietly
+    except OSError as exc:  # print() of --help, --version, a schema: a closed pipe ends quietly, exit 0
         if exc.filename is not None:  # a file's error, not stdout's: a defect, shown as one
             raise
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is buffered goes nowhere
         except (OSError, ValueError):
             pass
-        if exc.errno != errno.EPIPE:
-            print(OutputFailed(exc).line(ran=False), file=sys.stderr)
+        if exc.errno == errno.EPIPE:  # `--help | head -1`: ends quietly, as a command's envelope does
+            return 0
+        print(OutputFailed(exc).line(ran=False), file=sys.stderr)
         return OUTPUT_FAILED
 
 

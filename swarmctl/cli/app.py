@@ -202,6 +202,10 @@ def run(args: list[str]) -> int:
     except Abort:
         print("Aborted.", file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        if isinstance(exc.__context__, BrokenPipeError):  # Typer's exit 1 for `--help | head -1`:
+            return 0  # a closed pipe ends quietly, as a command's envelope does
+        raise
     return status if isinstance(status, int) else 0
 
 
