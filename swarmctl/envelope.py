@@ -177,8 +177,10 @@ def interrupted(exc: KeyboardInterrupt) -> SwarmError:
         "E_INTERRUPTED",
         f"interrupted by {'SIGTERM' if terminated else 'SIGINT (Ctrl-C)'} before the command finished",
         details={"signal": "SIGTERM" if terminated else "SIGINT", **getattr(exc, "details", {})},
-        hint="A store change in progress was rolled back, not written; a workflow step in flight is "
-        "recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
+        # What stopped in flight may say what to do instead (a workflow: never run its file again).
+        hint=getattr(exc, "hint", None) or "A store change in progress was rolled back, not written; a workflow "
+        "step in flight is recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",
+        next=getattr(exc, "next", None),
     )
 
 

@@ -36,7 +36,13 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
         auth=ctx.auth,
     )
     envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
-    return runnable_next(envelope, meta.repo, ctx.actor if ctx.auth in ("trust", "database") else None)
+    return runnable_in(envelope, ctx)
+
+
+def runnable_in(envelope: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """`runnable_next` with the store and the actor of `ctx` (one it took on trust, or from the
+    database's login: not a token's, which the shell has no way to act as)."""
+    return runnable_next(envelope, envelope["meta"].get("repo"), ctx.actor if ctx.auth in ("trust", "database") else None)
 
 
 # A file's content is kept as bytes, where a NUL is a byte like any other.

@@ -3,6 +3,7 @@ steps, real processes where the test is about processes (kills, terminals)."""
 
 import json
 import os
+import shlex
 import pty
 import re
 import signal
@@ -488,6 +489,12 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     assert error["code"] == "E_INTERRUPTED" and "SIGTERM" in error["message"] and "SIGINT" not in error["message"]
     assert error["details"] == {"signal": "SIGTERM", "workflow": wf, "step": "deploy", "during": "run"}
     assert envelope["meta"]["elapsed_ms"] > 0 and envelope["meta"]["repo"] == kit.repo
+    # What to do: never "run the command again" (a new workflow, its steps run again), but look,
+    # then resume or roll back; `next` is the status, runnable as written (the hint's commands too).
+    assert "do not run its file again" in error["hint"] and "run the command again" not in error["hint"], error["hint"]
+    me = ["swarmctl", "--repo", kit.repo, "--as", ALICE]
+    assert error["next"]["argv"] == [*me, "workflow", "status", wf]
+    assert f"`{shlex.join([*me, 'workflow', 'resume', wf])}`" in error["hint"], error["hint"]
     status = kit("workflow", "status", wf, actor=None).result
     assert status["workflow"]["state"] == "failed" and status["workflow"]["owner"] is None  # saved, not just observed
     deploy = status["steps"][1]
@@ -504,7 +511,7 @@ def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupt
     proc = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
     pgid = kit.wait_for_ticks("undeploy", proc)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=WAIT_S)
+    out, _ = proc.communicate(timeout=WAIT_S)
     alive = pids.group_alive(pgid, None)
     kit.kill_group(pgid)
     assert not alive, "the rollback command outlived SIGTERM to swarmctl"
@@ -514,6 +521,9 @@ def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupt
     deploy = status["steps"][1]
     assert (deploy["status"], deploy["interrupted_during"]) == ("interrupted", "rollback")
     assert status["steps"][0]["status"] == "success"  # promote's undo never began
+    error = json.loads(out)["error"]
+    assert error["details"] == {"signal": "SIGTERM", "workflow": wf, "step": "deploy", "during": "rollback"}
+    assert "preview the rollback again" in error["hint"] and error["next"]["argv"][-3:] == ["workflow", "status", wf]
 
 
 @BOTH

@@ -147,7 +147,7 @@ def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: 
     # flight); its steps' ops are the workflow's record, not a change the signal came too late for.
     after_commit = committed and not getattr(exc, "details", None)
     error = interrupted_after_commit(exc, list(committed)) if after_commit else interrupted(exc)
-    return failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth))
+    return runner.runnable_in(failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth)), ctx)
 
 
 def _warn(message: str) -> None:

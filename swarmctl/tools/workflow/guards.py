@@ -195,3 +195,25 @@ def name_the_workflow(exc: SwarmError, wf_id: str, at: dict[str, str] | None) ->
         f"answers, `swarmctl workflow status {wf_id}` shows what ran; then resume it or roll it back."
     )
     exc.next = calls.STATUS.call(workflow=wf_id)
+
+
+def name_the_interrupted(exc: KeyboardInterrupt, wf_id: str, at: dict[str, str] | None, phase: str) -> None:
+    """Ctrl-C or SIGTERM while workflow `wf_id` ran (`phase` "run") or rolled back ("rollback"),
+    `at` the step under way (its name, and during what) or None: E_INTERRUPTED's own hint, "run
+    the command again", would run the file's steps again in a new workflow. The error names the
+    workflow and where it stopped (envelope.interrupted reads these off the exception), and what
+    to do: look, then resume or roll back."""
+    exc.details = {"workflow": wf_id, **(at or {})}  # type: ignore[attr-defined]
+    status = f"`swarmctl workflow status {wf_id}`"
+    if phase == "rollback":
+        where = f" at step {at['step']}" if at else " with no undo in flight"
+        hint = (f"The rollback of workflow {wf_id} stopped{where}; a step in flight is recorded as interrupted. "
+                f"{status} shows what was undone; preview the rollback again (`swarmctl workflow rollback {wf_id}`) "
+                "and confirm it to go on.")
+    else:
+        where = f" at step {at['step']}" if at else " with no step in flight"
+        hint = (f"Workflow {wf_id} stopped{where} and exists: do not run its file again, which would run its steps "
+                f"again in a new workflow. {status} shows what ran (a command in flight is recorded as interrupted, "
+                f"its effect unknown); then resume it (`swarmctl workflow resume {wf_id}`, with --retry STEP to run "
+                "an interrupted step again), or roll it back.")
+    exc.hint, exc.next = hint, calls.STATUS.call(workflow=wf_id)  # type: ignore[attr-defined]
