@@ -342,3 +342,25 @@ def test_a_store_locked_once_a_command_ran_names_the_workflow_and_never_says_to_
     assert "nothing was written" not in error["hint"] and "do not run its file again" in error["hint"], error
     assert error["next"]["tool"] == "workflow_status" and error["next"]["arguments"] == {"workflow": wf}
     assert kit.marks() == ["first"]
+
+
+def test_a_chatty_command_takes_no_more_disk_than_what_is_read_of_its_output(tmp_path):
+    """A step that printed for as long as its timeout let it (`yes`: a gigabyte in seconds)
+    filled the disk the store is on: all of it went to a temporary file, of which only the end
+    is read. What is before that end is given back to the disk while it runs; the end is whole."""
+    wrote = 64 << 20
+    seen: list[tuple[int, int]] = []  # the output file's size, and what of the disk it takes
+
+    def look() -> None:  # every 0.1 s while the command runs
+        st = os.fstat(group.stdout.file.fileno())
+        seen.append((st.st_size, st.st_blocks * 512))
+        if len([size for size, _ in seen if size > wrote]) >= 2:  # looked twice since it all was written
+            (tmp_path / "go").touch()
+
+    script = f"head -c {wrote} /dev/zero; echo THE-END; while [ ! -e go ]; do sleep 0.05; done"
+    with CommandGroup() as group:
+        outcome = process.run_command(["sh", "-c", script], cwd=tmp_path, env=os.environ, timeout_s=WAIT_S, group=group,
+                                      tick=(look, 0.1), inherit_env=True)
+    assert outcome.ok and outcome.stdout_tail.endswith("\x00THE-END\n"), outcome
+    after = [used for size, used in seen if size > wrote]
+    assert after[-1] <= 20 << 20, seen  # the 1 MiB read (SCRUB_BYTES), and at most 16 MiB more (FREE_STEP)

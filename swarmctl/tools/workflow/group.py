@@ -81,6 +81,13 @@ class CommandGroup:
         self.stderr.close()
 
 
+# How much more than the part of an output that is kept (`OutputFile.bound`) may take up the disk
+# before it is given back: bounded so, a command printing for as long as its timeout lets it
+# (`yes`: a gigabyte in seconds) never fills the disk the store is on.
+FREE_STEP = 16 << 20
+_BLOCK = 1 << 16  # what is given back starts and ends on a multiple of this
+
+
 class OutputFile:
     """A temporary file a command's stdout or stderr goes to, used again by the next command
     once nobody else holds it open (making a file costs more than a small command's run)."""
@@ -88,6 +95,18 @@ class OutputFile:
     def __init__(self) -> None:
         self.file: Any = None  # what swarmctl reads the output from
         self._shared = False  # the command had swarmctl's own description of it
+        self._freed = 0  # how much of the file's start was given back to the disk (None: cannot be)
+
+    def bound(self, keep: int) -> None:
+        """While the command writes: give the disk back all but the last `keep` bytes (and at
+        most FREE_STEP more) of what it wrote. The command writes at its own offset, which goes
+        on; what was given back reads as zeros, and the end, which is all that is read, is kept
+        whole (Linux's FALLOC_FL_PUNCH_HOLE, kept size; where the file system cannot, nothing)."""
+        if self.file is None or self._freed is None:
+            return
+        cut = (os.fstat(self.file.fileno()).st_size - keep) // _BLOCK * _BLOCK
+        if cut - self._freed >= FREE_STEP:
+            self._freed = cut if _punch_hole(self.file.fileno(), cut) else None
 
     def for_command(self) -> int:
         """A descriptor of the file, emptied, for the command to write to (the caller closes
@@ -101,6 +120,8 @@ class OutputFile:
                 self.file.truncate()
         else:
             self.file = tempfile.TemporaryFile()
+        if self._freed is not None:
+            self._freed = 0
         try:
             return os.open(f"/proc/self/fd/{self.file.fileno()}", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:  # no /proc: the command shares swarmctl's description, and the file is not reused
@@ -127,3 +148,18 @@ class OutputFile:
         if self.file is not None:
             self.file.close()
         self.file, self._shared = None, False
+
+
+def _punch_hole(fd: int, length: int) -> bool:
+    """Give back to the disk the first `length` bytes of the file `fd`, keeping its size: False
+    where that cannot be done (not Linux, a file system without holes)."""
+    import ctypes  # here: only an output of more than FREE_STEP gets this far
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    keep_size_punch_hole = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+    return fallocate(fd, keep_size_punch_hole, 0, length) == 0

@@ -38,8 +38,10 @@ KILL_GRACE_S = 1.0
 # How long a killed command's processes may take to end before swarmctl stops waiting for them
 # (a process stuck in the kernel ignores even SIGKILL until it returns).
 KILLED_GONE_S = 10.0
-# The longest a wait for a command sleeps before it looks again (see _wait).
+# The longest a wait for a command sleeps before it looks again (see _wait), and how often its
+# output is held to what is kept of it (group.OutputFile.bound).
 WAKE_S = 1.0
+BOUND_S = 0.1
 
 
 class CommandOutcome(NamedTuple):
@@ -124,7 +126,7 @@ def run_command(
         except OSError as exc:  # only now is it worth asking why (a PATH search costs)
             problem = program_problem(argv[0], cwd, env) or exc.strerror or str(exc)
             return CommandOutcome(None, None, False, _ms(started), "", "", f"cannot start {argv[0]}: {problem}")
-        _wait(proc, timeout_s, tick)
+        _wait(proc, timeout_s, tick, group)
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
@@ -221,9 +223,12 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _wait(proc: Any, timeout_s: float, tick: tuple[Callable[[], None], float] | None = None) -> None:
-    """Wait for the command to end, or raise TimeoutExpired, calling `tick` every period. On a
-    pidfd (Linux 5.3+) the wait ends the moment the process does; Popen.wait(timeout) polls,
+def _wait(
+    proc: Any, timeout_s: float, tick: tuple[Callable[[], None], float] | None = None, group: CommandGroup | None = None,
+) -> None:
+    """Wait for the command to end, or raise TimeoutExpired, calling `tick` every period, and
+    holding the output files of `group` to what is read of them every BOUND_S. On a pidfd
+    (Linux 5.3+) the wait ends the moment the process does; Popen.wait(timeout) polls,
     sleeping up to 50 ms a time."""
     import select
     import subprocess
@@ -246,9 +251,12 @@ def _wait(proc: Any, timeout_s: float, tick: tuple[Callable[[], None], float] | 
             if tick is not None and now >= next_tick:
                 tick[0]()
                 next_tick = time.monotonic() + period
+            if group is not None:
+                group.stdout.bound(SCRUB_BYTES)
+                group.stderr.bound(SCRUB_BYTES)
             # At most WAKE_S at a time: a Ctrl-C that came just before the poll began does not
             # end it (Python handles a signal between statements, and poll's EINTR is past).
-            until = min(deadline, next_tick, now + WAKE_S) - time.monotonic()
+            until = min(deadline, next_tick, now + (WAKE_S if group is None else BOUND_S)) - time.monotonic()
             if pidfd is not None and poller.poll(max(0.0, until) * 1000):
                 break
             if pidfd is None and _exited(proc, until):
