@@ -80,7 +80,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         ErrorCode(
             "E_INTERRUPTED",
             130,
-            "stopped by Ctrl-C or SIGTERM; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted; a signal that came once the change was committed names the ops it wrote (`details.committed`)",
+            "stopped by Ctrl-C, SIGTERM or SIGHUP; a store change in progress was rolled back, a workflow step in flight is recorded as interrupted; a signal that came once the change was committed names the ops it wrote (`details.committed`)",
         ),
         ErrorCode("E_INTERNAL", 70, "a bug; the message says so and carries a correlation id"),
     ]
@@ -166,17 +166,37 @@ def bug(message: str, details: dict[str, Any]) -> SwarmError:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is, like Ctrl-C: transactions roll back on the way out."""
+    """SIGTERM, or SIGHUP (the terminal closed, the ssh session dropped), raised where the
+    process is, like Ctrl-C: transactions roll back on the way out."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(f"signal {signal_name}")
+        self.signal_name = signal_name
+
+
+def raise_terminated(signum: int, frame: Any) -> None:
+    """The handler of SIGTERM and SIGHUP wherever swarmctl takes them as it takes Ctrl-C."""
+    import signal
+
+    raise Terminated(signal.Signals(signum).name)
+
+
+def terminating_signals() -> tuple[int, ...]:
+    """The signals besides SIGINT that stop a command as Ctrl-C does (SIGHUP only where it is not
+    ignored: `nohup swarmctl ...` goes on when the terminal closes)."""
+    import signal
+
+    return (signal.SIGTERM, signal.SIGHUP)
 
 
 def interrupted(exc: KeyboardInterrupt) -> SwarmError:
     """E_INTERRUPTED for Ctrl-C (SIGINT) or SIGTERM, naming the one that came. What was in
     flight may have said what it was (`exc.details`, e.g. the workflow and its step)."""
-    terminated = isinstance(exc, Terminated)
+    name = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
     return SwarmError(
         "E_INTERRUPTED",
-        f"interrupted by {'SIGTERM' if terminated else 'SIGINT (Ctrl-C)'} before the command finished",
-        details={"signal": "SIGTERM" if terminated else "SIGINT", **getattr(exc, "details", {})},
+        f"interrupted by {name if name != 'SIGINT' else 'SIGINT (Ctrl-C)'} before the command finished",
+        details={"signal": name, **getattr(exc, "details", {})},
         # What stopped in flight may say what to do instead (a workflow: never run its file again).
         hint=getattr(exc, "hint", None) or "A store change in progress was rolled back, not written; a workflow "
         "step in flight is recorded as interrupted (`swarmctl workflow status` shows it). Check, then run the command again.",

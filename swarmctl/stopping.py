@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from swarmctl.envelope import Terminated
+from swarmctl.envelope import Terminated, terminating_signals
 
 if TYPE_CHECKING:
     import anyio
@@ -44,7 +44,7 @@ class Stop:
         try:
             yield
         except KeyboardInterrupt as exc:
-            self.came = self.came or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            self.came = self.came or (signal.Signals[exc.signal_name] if isinstance(exc, Terminated) else signal.SIGINT)
             self._answer_then_stop = request_id
             raise
         finally:
@@ -90,7 +90,7 @@ class Stop:
             if again or not cancelled:
                 self.raise_if_stopped()
 
-        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, *terminating_signals())}
         for signum, handler in previous.items():
             if handler is not signal.SIG_IGN:
                 signal.signal(signum, stop)
@@ -122,8 +122,8 @@ class Stop:
     def raise_if_stopped(self) -> None:
         import signal
 
-        if self.came == signal.SIGTERM:
-            raise Terminated()
+        if self.came is not None and self.came != signal.SIGINT:
+            raise Terminated(signal.Signals(self.came).name)
         if self.came is not None:
             raise KeyboardInterrupt
 
@@ -163,7 +163,7 @@ def interrupts_held(deliver: bool = True) -> Iterator[None]:
         if len(came) > 1:
             handle(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, *terminating_signals())}
     try:
         yield
     finally:

@@ -501,6 +501,41 @@ def test_sigterm_to_a_run_kills_the_command_and_saves_the_step_interrupted(sw):
     assert (deploy["status"], deploy["interrupted_during"], deploy["command_pid"]) == ("interrupted", "run", None)
 
 
+def test_sighup_is_taken_as_sigterm_unless_nohup_ignores_it(sw):
+    """A closed terminal or a dropped ssh session (SIGHUP) ended swarmctl at once, with no
+    envelope, leaving its command running in the terminal's background with nobody to enforce
+    its timeout. It now stops the run as SIGTERM does. Under `nohup` (SIGHUP ignored) the run
+    goes on: the SIGTERM sent after it is what stops it (a pending SIGHUP is delivered first)."""
+    from swarmctl import pids
+
+    kit = Kit(sw)
+    kit.write(TICKING)
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pgid = kit.wait_for_ticks("deploy", proc)
+    proc.send_signal(signal.SIGHUP)
+    out, _ = proc.communicate(timeout=WAIT_S)
+    alive = pids.group_alive(pgid, None)
+    kit.kill_group(pgid)
+    assert (proc.returncode, alive) == (130, False), out
+    error = json.loads(out)["error"]
+    assert (error["code"], error["details"]["signal"], error["details"]["step"]) == ("E_INTERRUPTED", "SIGHUP", "deploy")
+    assert "interrupted by SIGHUP" in error["message"]
+    wf = error["details"]["workflow"]
+    assert kit("workflow", "status", wf, actor=None).result["steps"][1]["status"] == "interrupted"
+
+    (kit.dir / "deploy.ticks").unlink(missing_ok=True)
+    (kit.dir / "deploy.pid").unlink(missing_ok=True)
+    ignored = subprocess.Popen(["sh", "-c", "trap '' HUP; exec \"$@\"", "nohup", *swarmctl_argv(), *kit.as_(ALICE),
+                                "workflow", "run", "flow.toml"], cwd=kit.dir, env=sw.env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pgid = kit.wait_for_ticks("deploy", ignored)
+    ignored.send_signal(signal.SIGHUP)
+    ignored.send_signal(signal.SIGTERM)
+    out, _ = ignored.communicate(timeout=WAIT_S)
+    kit.kill_group(pgid)
+    assert ignored.returncode == 130 and json.loads(out)["error"]["details"]["signal"] == "SIGTERM", out
+
+
 @BOTH
 def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupted(sw):
     from swarmctl import pids

@@ -26,12 +26,14 @@ from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
 from swarmctl.cli.output import OutputFailed, emit, is_utf8
 from swarmctl.cli.prescan import command_in
-from swarmctl.envelope import Meta, SwarmError, Terminated, failure
+from swarmctl.envelope import Meta, SwarmError, failure, raise_terminated, terminating_signals
 from swarmctl.envelope import exit_code as exit_status_of
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for signum in terminating_signals():  # as Ctrl-C (a SIGHUP that `nohup` ignores stays ignored)
+        if signum == signal.SIGTERM or signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, raise_terminated)
     if sys.stdin is None or sys.stdout is None or sys.stderr is None:
         _open_closed_std_streams()
     sys.stderr = _BestEffort(sys.stderr)
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     # Everything is written and the store closed: leave without tearing the interpreter down,
     # which costs a short command a sixth of its time (measured in bench/core.py). A signal now
     # has nothing left to stop: blocked, it neither cuts the flush nor prints a traceback.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *terminating_signals()})
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -173,6 +175,3 @@ def _interrupted_early(args: list[str], exc: KeyboardInterrupt) -> int:
     emit(envelope, Globals(), tool)
     return exit_status_of("E_INTERRUPTED")
 
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()

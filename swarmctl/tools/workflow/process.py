@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from swarmctl import pids, secrets
-from swarmctl.envelope import Terminated
+from swarmctl.envelope import raise_terminated, terminating_signals
 from swarmctl.tools.workflow.group import CommandGroup
 
 TAIL_BYTES = 4096
@@ -199,28 +199,25 @@ def _finished(proc: Any, timed_out: bool, started: float, out: Any, err: Any, hi
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does (in the main thread, unless
-    SIGTERM is ignored). Without this, SIGTERM would end swarmctl at once and leave the command
-    running with nobody to kill it or save its step."""
+    """Within: SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does (in the main thread,
+    unless the signal is ignored). Without this, either would end swarmctl at once and leave
+    the command running with nobody to kill it or save its step (a closed terminal's SIGHUP
+    does not reach the command, in the terminal's background)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_IGN:
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.getsignal(signum) for signum in terminating_signals()}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, raise_terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _wait(
