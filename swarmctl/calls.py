@@ -84,9 +84,13 @@ def call_line(
     elif not isinstance(name, str):
         envelope = failure(None, _bad_line('a call names its tool as a string: "tool": NAME', {"field": "tool"}), Meta(auth=ctx.auth))
     else:
-        if before is not None and name in tools:
-            before(tools[name])
-        envelope = call_tool(name, call.get("arguments", {}), ctx, tools)
+        try:
+            if before is not None and name in tools:
+                before(tools[name])
+            envelope = call_tool(name, call.get("arguments", {}), ctx, tools)
+        except KeyboardInterrupt as exc:  # the call it stopped, for its envelope (Batch.stopped_by)
+            exc.line_call = {"op": name if name in tools else None, **({"id": call["id"]} if "id" in call else {})}  # type: ignore[attr-defined]
+            raise
     if "id" in call:
         envelope["meta"]["id"] = call["id"]
     return envelope
@@ -169,7 +173,7 @@ class Batch:
         except _ReaderGone:
             return False
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: this call rolled back; no more run
-            self.stopped_by(exc, Meta(repo=ctx.repo_path, auth=ctx.auth))
+            self.stopped_by(exc, Meta(repo=ctx.repo_path, auth=ctx.auth), ctx)
             return False
         self._pending.append(envelope)
         stopping = self.stop_on_error and not envelope["ok"]
@@ -178,11 +182,17 @@ class Batch:
             return self.flush() and not stopping
         return True
 
-    def stopped_by(self, exc: KeyboardInterrupt, meta: Meta | None = None) -> None:
-        """Ctrl-C or SIGTERM: during a call (rolled back), between two (the door waiting for a
-        line), or held back while a group's envelopes were printed. The calls before it are
-        answered first; then one E_INTERRUPTED envelope, whose exit status is the batch's."""
-        envelope = failure(None, interrupted(exc), meta or Meta())
+    def stopped_by(self, exc: KeyboardInterrupt, meta: Meta | None = None, ctx: Context | None = None) -> None:
+        """Ctrl-C or SIGTERM: during a call (rolled back; its envelope has the call's `op` and
+        `meta.id`), between two (the door waiting for a line), or held back while a group's
+        envelopes were printed. The calls before it are answered first; then one E_INTERRUPTED
+        envelope, whose exit status is the batch's."""
+        stopped = getattr(exc, "line_call", {})
+        envelope = failure(stopped.get("op"), interrupted(exc), meta or Meta())
+        if "id" in stopped:
+            envelope["meta"]["id"] = stopped["id"]
+        if ctx is not None:
+            envelope = runner.runnable_in(envelope, ctx)
         if self.flush():  # the calls before it ended: theirs first
             self._deliver(envelope)
         self.status = exit_status(envelope)
