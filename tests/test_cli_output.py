@@ -579,3 +579,19 @@ def test_a_signal_while_the_command_line_is_read_is_e_interrupted_not_a_tracebac
     envelope = json.loads(proc.stdout)
     assert (proc.returncode, envelope["op"], envelope["error"]["code"]) == (130, "ref_set", "E_INTERRUPTED"), proc
     assert "Traceback" not in proc.stderr and sw("--repo", store, "ref", "show", "p1").exit == 4
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-q", "changeset", "create", "-m", os.fsdecode(b"x\xff")], ["-o", "table", "changeset", "create", "-m", os.fsdecode(b"x\xff")],
+     ["op", "undo", "banana", "-o", "table"], ["op", "log", "--limt", "3", "--output=table"], ["op", "log", "-n", "abc", "-otable"],
+     ["op", "undo", "banana", "-q"]],
+    ids=["not UTF-8 -q", "not UTF-8 -o table", "-o after the command", "--output= after", "-oVALUE after", "-q after"],
+)
+def test_an_error_found_before_the_command_line_is_read_is_printed_as_it_asks(sw, store, args):
+    """An argument that is not UTF-8 printed the JSON envelope on stdout under -q or -o table,
+    and a usage error did so with `-o table` after the command (Click stops reading before it
+    gets there): both now read how to print from anywhere on the command line, as -q was."""
+    ran = sw("--repo", store, *args)
+    assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
+    assert ran.stderr.count("E_INVALID_ARG: ") == 1 and "Error: " not in ran.stderr, ran.stderr

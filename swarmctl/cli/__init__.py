@@ -23,9 +23,8 @@ from typing import Any, NoReturn
 
 from swarmctl.cli import fast
 from swarmctl.cli.inert import inert
-from swarmctl.cli.options import Globals
-from swarmctl.cli.output import OutputFailed, emit, is_utf8
-from swarmctl.cli.prescan import command_in
+from swarmctl.cli.output import OutputFailed, emit, errors_on_stderr, is_utf8
+from swarmctl.cli.prescan import command_in, printing_as
 from swarmctl.envelope import Meta, SwarmError, failure, raise_terminated, terminating_signals
 from swarmctl.envelope import exit_code as exit_status_of
 
@@ -159,9 +158,11 @@ def _not_utf8(args: list[str]) -> int | None:
         details=where,
         hint="Give text as UTF-8 (check the terminal's or the script's encoding).",
     )
-    print(f"Error: {inert(error.message)}", file=sys.stderr)
+    printing = printing_as(args, os.environ)
+    if not printing.quiet and not errors_on_stderr(printing):
+        print(f"Error: {inert(error.message)}", file=sys.stderr)
     tool = command_in(args)
-    emit(failure(tool.name if tool else None, error, Meta()), Globals(), tool)
+    emit(failure(tool.name if tool else None, error, Meta()), printing, tool)
     return exit_status_of("E_INVALID_ARG")
 
 
@@ -172,6 +173,6 @@ def _interrupted_early(args: list[str], exc: KeyboardInterrupt) -> int:
 
     tool = command_in(args)
     envelope = failure(tool.name if tool else None, interrupted(exc), Meta())
-    emit(envelope, Globals(), tool)
+    emit(envelope, printing_as(args, os.environ), tool)
     return exit_status_of("E_INTERRUPTED")
 

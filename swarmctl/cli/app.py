@@ -26,7 +26,7 @@ from swarmctl.cli.invoke import invoke
 from swarmctl.cli.options import Globals, take_late
 from swarmctl.cli.params import late_parameters, param, root_parameters
 from swarmctl.cli.output import emit, errors_on_stderr
-from swarmctl.cli.prescan import completing, options_given_twice, quiet_given, tools_for
+from swarmctl.cli.prescan import completing, options_given_twice, printing_as, tools_for
 from swarmctl.context import Context
 from swarmctl.envelope import Meta, SwarmError, failure
 from swarmctl.envelope import exit_code as exit_status_of
@@ -194,11 +194,11 @@ def run(args: list[str]) -> int:
             # Bare `swarmctl`: the help on stdout, exit 0, as `--help` (and gh and kubectl) do.
             print(exc.ctx.get_help())
             return 0
-        return _usage_error(exc, quiet=quiet_given(args))
+        return _usage_error(exc, args)
     except UsageError as exc:
         if exc.ctx is None:  # Click raises "Option '--x' requires an argument." without one
             exc.ctx = _named_command(command, args)
-        return _usage_error(exc, quiet=quiet_given(args))
+        return _usage_error(exc, args)
     except Abort:
         print("Aborted.", file=sys.stderr)
         return 130
@@ -233,7 +233,7 @@ def _bad_setting(exc: UsageError) -> str | None:
     return variable if source is not None and source.name == "ENVIRONMENT" else None
 
 
-def _usage_error(exc: UsageError, quiet: bool = False) -> int:
+def _usage_error(exc: UsageError, args: list[str]) -> int:
     """Bad usage is an envelope too: E_INVALID_ARG, the usage text in details and on stderr."""
     click_ctx = exc.ctx
     tool = registry.by_command(tuple(click_ctx.command_path.split()[1:])) if click_ctx is not None else None
@@ -252,18 +252,21 @@ def _usage_error(exc: UsageError, quiet: bool = False) -> int:
         message = f"{variable}={os.environ[variable]!r} is not a valid value: {message}"
         details = {"variable": variable, "value": os.environ[variable], **details}
     error = SwarmError("E_INVALID_ARG", message, details=details, hint=f"Run `{where} --help` for usage.")
-    globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
-    if not quiet:
+    # How to print it: as the command line asks, wherever on it (-o after the command too), since
+    # Click stopped before it read all of it.
+    printing = printing_as(args, os.environ)
+    if not printing.quiet:
         if isinstance(exc, NoArgsIsHelpError):
             exc.show(file=sys.stderr)  # the help text, ours
         else:
             # As Click's `exc.show()`, which would echo a bad argument as given, controls and all.
             if click_ctx is not None:
                 print(f"{usage}\nTry '{where} {click_ctx.help_option_names[0]}' for help.\n", file=sys.stderr)
-            if not errors_on_stderr(globals_):
+            if not errors_on_stderr(printing):
                 print(f"Error: {inert(message)}", file=sys.stderr)
+    globals_ = click_ctx.find_object(Globals) if click_ctx is not None else None
     auth = Context(actor=globals_.actor if globals_ else None).auth
-    globals_ = globals_ or Globals()
-    globals_.quiet = globals_.quiet or quiet
-    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), globals_, tool)
+    if globals_ is not None:
+        printing.color = globals_.color
+    emit(failure(tool.name if tool else None, error, Meta(auth=auth)), printing, tool)
     return exit_status_of("E_INVALID_ARG")

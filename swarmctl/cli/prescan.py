@@ -12,7 +12,7 @@ import typing
 from typing import Mapping, get_origin
 
 from swarmctl import registry
-from swarmctl.cli.options import GLOBAL_OPTIONS, VALUE_FLAGS
+from swarmctl.cli.options import GLOBAL_OPTIONS, VALUE_FLAGS, Globals
 from swarmctl.cli.output import is_utf8
 from swarmctl.spec import Tool, cli_of, long_flag, unoptional
 from swarmctl.twice import twice
@@ -101,6 +101,24 @@ def quiet_given(args: list[str]) -> bool:
     """-q/--quiet anywhere on the command line (before `--`), for errors found before it is parsed."""
     words = args[: args.index("--")] if "--" in args else args
     return any(flag in words for o in GLOBAL_OPTIONS if o.name == "quiet" for flag in o.flags)
+
+
+def printing_as(args: list[str], environ: Mapping[str, str]) -> Globals:
+    """The global options that say how an error found before the command line is parsed (or
+    while it is) is printed, read from anywhere on it (before `--`), as `quiet_given`: -q, and
+    the last -o/--output that names a format (else SWARMCTL_OUTPUT's, if it names one)."""
+    output = next(o for o in GLOBAL_OPTIONS if o.name == "output")
+    words = args[: args.index("--")] if "--" in args else args
+    given = [environ.get(output.envvar or "", "")]
+    for i, word in enumerate(words):
+        if word in output.flags and i + 1 < len(words):
+            given.append(words[i + 1])
+        elif word.startswith("--output="):
+            given.append(word.split("=", 1)[1])
+        elif word.startswith("-o") and word not in output.flags and not word.startswith("--"):
+            given.append(word[2:])
+    named = [value for value in given if value in (output.choices or ())]
+    return Globals(quiet=quiet_given(args), output=named[-1] if named else output.default)
 
 
 def command_in(args: list[str]) -> Tool | None:
