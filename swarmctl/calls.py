@@ -101,15 +101,15 @@ def _refused_line(line: str, exc: SwarmError, ctx: Context, tools: Mapping[str, 
     where the line names each once, so that a caller matching answers by `id` finds it (as MCP
     answers a call whose arguments name a field twice under its request's id)."""
     pairs = None
-    if "fields" in exc.details:  # JSON, within the bounds: read again, keeping every pair
-        try:
-            pairs = jsontext.read_pairs(line)
+    if "max_bytes" not in exc.details:  # not past the size bound: read again, keeping every pair,
+        try:                             # as Python reads JSON (a lone surrogate, 1e400 and all)
+            pairs = jsontext.read_pairs_leniently(line)
         except (ValueError, RecursionError):
             pass
     keys = [key for key, _ in pairs] if isinstance(pairs, jsontext.Pairs) else []
     name = pairs.get("tool") if keys.count("tool") == 1 else None
     envelope = failure(name if isinstance(name, str) and name in tools else None, exc, Meta(auth=ctx.auth))
-    if keys.count("id") == 1 and not isinstance(pairs.get("id"), (jsontext.Pairs, list)):
+    if keys.count("id") == 1 and jsontext.is_plain_scalar(pairs.get("id")):
         envelope["meta"]["id"] = pairs.get("id")  # a scalar id, echoed as it came
     return envelope
 

@@ -133,6 +133,27 @@ def read_pairs(text: str) -> Any:
     return loads(text, object_pairs_hook=Pairs)
 
 
+def read_pairs_leniently(text: str) -> Any:
+    """As `read_pairs`, as Python's json module reads JSON: what RFC 8259 and `loads` refuse (a
+    lone surrogate, NaN, 1e400) is read too. Only to find what a refused text names (its tool,
+    its id): never a value to keep, unless `is_plain_scalar` says it is JSON as it is."""
+    return json.loads(text, object_pairs_hook=Pairs)
+
+
+def is_plain_scalar(value: Any) -> bool:
+    """A value that is JSON as it is, and no object or array: a string of Unicode characters, a
+    whole number, a finite number, true, false or null."""
+    import math
+
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return value is None or isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value))
+
+
 def call_arguments(message: Any) -> Any:
     """What a `tools/call` message read by `read_pairs` sends as `params.arguments` (None if
     it is no tools/call or sends none)."""

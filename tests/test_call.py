@@ -946,3 +946,37 @@ def test_a_line_refused_whole_is_answered_under_its_tool_and_id(sw):
         ("ref_list", "none", "E_INVALID_ARG"),
     ]
     assert [e["error"]["details"]["fields"] for e in envelopes] == [["prefix"], ["name"], ["tool"], ["id"]]
+
+
+def test_a_line_refused_whole_is_answered_under_its_tool_and_id(sw):
+    """A line refused before its call is read (a lone surrogate, 1e400, nested too deep) was
+    answered `op: null` without its `id`, where MCP answers the same call under its tool and
+    request id: a caller matching answers by id could not tell which call failed. An id that is
+    itself no JSON value (NaN, a lone surrogate) is not echoed."""
+    build_golden_store(sw)
+    deep = "[" * 70 + "]" * 70
+    ran = sw.process("--repo", str(sw.store), "call", "--lines", input="\n".join([
+        '{"tool": "ref_show", "arguments": {"name": "\\ud83d"}, "id": 7}',
+        '{"tool": "op_show", "arguments": {"op": 1e400}, "id": "x"}',
+        '{"tool": "op_show", "arguments": {"op": %s}, "id": [1]}' % deep,
+        '{"tool": "op_show", "arguments": {"op": %s}, "id": 8}' % deep,
+        '{"tool": "op_show", "arguments": {"op": 1}, "id": NaN}',
+        '{"tool": "op_show", "arguments": {"op": 1}, "id": "\\ud83d"}',
+    ]) + "\n")
+    answers = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert [(a["op"], a["error"]["code"], a["meta"].get("id", "absent")) for a in answers] == [
+        ("ref_show", "E_INVALID_ARG", 7), ("op_show", "E_INVALID_ARG", "x"), ("op_show", "E_INVALID_ARG", "absent"),
+        ("op_show", "E_INVALID_ARG", 8), ("op_show", "E_INVALID_ARG", "absent"), ("op_show", "E_INVALID_ARG", "absent"),
+    ], ran.stdout
+    assert ran.exit == 2
+
+
+def test_a_bad_bound_is_the_batchs_one_envelope_not_a_traceback(sw):
+    """SWARMCTL_MAX_INPUT_BYTES=abc (or 0) made `call --lines` print a traceback and exit 1,
+    where `call` and `mcp` answer E_INVALID_ARG naming the variable."""
+    build_golden_store(sw)
+    for variable, value in (("SWARMCTL_MAX_INPUT_BYTES", "abc"), ("SWARMCTL_MAX_INPUT_BYTES", "0"), ("SWARMCTL_MAX_JSON_DEPTH", "1000")):
+        ran = sw.process("--repo", str(sw.store), "call", "--lines", input='{"tool": "op_show", "arguments": {"op": 1}}\n',
+                         env={variable: value})
+        assert (ran.exit, ran.error["code"], ran.error["details"]["variable"]) == (2, "E_INVALID_ARG", variable), ran.stdout
+        assert "Traceback" not in ran.stderr and len(ran.stdout.splitlines()) == 1, ran.stderr

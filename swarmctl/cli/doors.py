@@ -219,8 +219,15 @@ def _call_lines(globals_: Any, stop_on_error: bool) -> int:
     from swarmctl.calls import Batch
     from swarmctl.cli.invoke import utf8
     from swarmctl.context import Context, working_directory
-    from swarmctl.envelope import dumps
+    from swarmctl.envelope import Meta, SwarmError, dumps, failure
+    from swarmctl.envelope import exit_code as exit_status_of
 
+    try:  # the bounds every line is held to: a bad one is the batch's one answer, before any line is read
+        limits.max_input_bytes()
+        limits.max_json_depth()
+    except SwarmError as exc:
+        _write_line(dumps(failure(None, exc, Meta())))
+        return exit_status_of(exc.code)
     cwd = working_directory()  # where --repo is taken from, or the store discovered: the same for every line
     batch = Batch(lambda stores: Context(repo=globals_.repo, actor=globals_.actor, cwd=cwd, stores=stores, json_text=True),
                   lambda envelope: _write_line(dumps(envelope)), stop_on_error)
