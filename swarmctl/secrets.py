@@ -267,12 +267,24 @@ def _all_forms(values: Iterable[str]) -> list[str]:
 
 def scrub_values(text: str | None, values: Iterable[str]) -> str | None:
     """`text` with each of `values` (e.g. what `${env:...}` resolved to), in each of its
-    `secret_forms`, replaced by `***`; the longest first."""
+    `secret_forms`, replaced by `***`; the longest first. A text of many lines is scrubbed of
+    each form wrapped over lines too, as `base64`, `openssl base64` and `xxd -p` print one
+    (a line break, and the next line's indent, may come between any two characters)."""
     if not text:
         return text
-    for form in _all_forms(values):
+    forms = _all_forms(values)
+    if "\n" in text and forms:
+        return _wrapped(tuple(forms)).sub(MASK, text)
+    for form in forms:
         text = text.replace(form, MASK)
     return text
+
+
+@lru_cache(maxsize=4)
+def _wrapped(forms: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern of every form, longest first, each one's characters with a line break allowed between."""
+    line_break = r"(?:\r?\n[ \t]*)?"
+    return re.compile("|".join(line_break.join(map(re.escape, form)) for form in forms))
 
 
 def scrub_cut(text: str, values: Iterable[str], *, start: bool = False, end: bool = False) -> str:

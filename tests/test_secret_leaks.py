@@ -77,6 +77,28 @@ def test_no_form_of_a_secret_reaches_the_store_its_wal_or_any_output(sw):
     keeper.close()
 
 
+def test_a_long_secret_wrapped_over_lines_as_base64_and_hex_print_it_is_hidden(sw):
+    """`base64` wraps its output at 76 characters, `xxd -p` and `fold` at 60: a secret long
+    enough to be wrapped was kept whole in the step's output tail and the store, a line at a
+    time, which joined and decoded gave it back."""
+    long_token = "github_pat_11ABCDEFG0123456789_" + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    kit = Kit(sw)
+    (kit.dir / "wrap.sh").write_text('#!/bin/sh\nprintf "%s" "$API_TOKEN" | base64\n'
+                                     'printf "%s" "$API_TOKEN" | od -An -tx1 | tr -d " \\n" | fold -w 60; echo\n')
+    (kit.dir / "wrap.sh").chmod(0o755)
+    ran, wf = kit.run('name = "wrapped"\n[[step]]\nname = "wrap"\nrun = ["./wrap.sh"]\n'
+                      'env = { API_TOKEN = "${env:API_TOKEN}" }\n', env={"API_TOKEN": long_token})
+    assert ran.exit == 0, ran.stdout
+    status = kit("workflow", "status", wf, actor=None)
+    tail = status.result["steps"][0]["result"]["stdout_tail"]
+    raw = long_token.encode()
+    lines = base64.encodebytes(raw).decode().split() + [raw.hex()[i:i + 60] for i in range(0, len(raw.hex()), 60)]
+    assert len(lines) >= 4 and tail.count("***") == 2, tail
+    stored = kit.db_bytes()
+    for line in lines:
+        assert line not in tail and line.encode() not in stored, line
+
+
 def test_a_secret_one_step_names_is_hidden_in_every_steps_output_and_rollback(sw):
     """Each command gets swarmctl's whole environment, so a step that does not name a secret, or
     a rollback command, can print one another step names: it was kept in plaintext (in
