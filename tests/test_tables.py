@@ -405,3 +405,11 @@ def test_a_long_failed_output_cut_for_its_step_s_detail_never_turns_into_markup(
         ran = sw("--repo", str(repo), "-o", "table", "workflow", "status", wf, env={"COLUMNS": "1000", "NO_COLOR": "1"})
         assert ran.exit == 0 and "cannot render" not in ran.stderr, ran.stderr
         assert f"stderr: …{tag}{tail}" in ran.stdout, ran.stdout
+
+
+def test_a_schemas_descriptions_read_as_prose_in_a_table(sw):
+    """`-o table schema UndoReq` showed a docstring's line break as `by\\x0acompare-and-swap`
+    (escaped as a nested value's would be): swarmctl's own prose, its line breaks are spaces."""
+    ran = sw("-o", "table", "schema", "UndoReq", env={"COLUMNS": "200"})
+    assert ran.exit == 0 and "\\x0a" not in ran.stdout, ran.stdout
+    assert "before, by compare-and-swap, in one transaction" in ran.stdout, ran.stdout

@@ -638,6 +638,22 @@ def _generic(console, result: Any) -> None:
     console.print(table)
 
 
+def _schema(console, result: Any) -> None:
+    """`schema TYPE`: as any other result, but its descriptions read as the prose they are, a
+    line break a space (swarmctl's own text, from its docstrings: it was shown `by\\x0acompare`)."""
+
+    def unwrapped(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.split("\n"))
+        if isinstance(value, list):
+            return [unwrapped(v) for v in value]
+        if isinstance(value, dict):
+            return {k: unwrapped(v) for k, v in value.items()}
+        return value
+
+    _generic(console, unwrapped(result))
+
+
 def _a_time(key: str, value: Any) -> bool:
     """A field that holds a time (`at`, `begun_at`, `expires_at`, ...): shown as `when` shows
     times, in the local zone and short, as the op log shows them."""
@@ -733,6 +749,7 @@ RENDERERS = {
     "WorkflowStatus": _workflow_status,
     "WorkflowRollbackResult": _blast_radius,
     "WorkflowDefinitionResult": _workflow_definition,
+    "SchemaResult": _schema,
 }
 # The results printed plain above PLAIN_ROWS rows: the list that holds the rows, the renderer.
 PLAIN_WHEN_LONG = {"OpLogResult": ("ops", _plain_ops), "DemoResult": ("ops", _plain_ops), "RefListResult": ("refs", _plain_refs)}
