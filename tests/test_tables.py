@@ -109,9 +109,12 @@ def test_a_list_of_more_than_300_refs_is_printed_plain_and_fits(sw, width):
     assert ran.exit == 0 and "┃" not in ran.stdout and lines[0].split()[:2] == ["ref", "changeset"], ran.stdout[:500]
     assert len(lines) == 2 + 302 and max(cells(line) for line in lines) <= width
     shown = [line.split()[0] for line in lines[2:]]
-    assert all(name in names + ["main"] or name.endswith("…") for name in shown), shown  # whole, or cut
+    assert all(name in names + ["main"] or "…" in name for name in shown), shown  # whole, or cut
     assert {n for n in names + ["main"] if len(n) <= width - 40} <= set(shown)  # a name that fits is whole
-    assert any(name.endswith("…") for name in shown) == (width == 40)
+    assert any("…" in name for name in shown) == (width == 40)
+    # Cut in the middle, names that share a long beginning still read apart (cut at the end,
+    # every `feature/long-name-long-name-...` row read `feature/long-na…`).
+    assert len(set(shown)) == len(shown), [name for name in shown if shown.count(name) > 1][:5]
 
 
 @pytest.mark.parametrize("rows", [1, 301])  # Rich's table, and the plain one above PLAIN_ROWS
@@ -369,12 +372,15 @@ def _unboxed(table: str) -> str:
 def test_ref_list_keeps_each_changeset_id_and_op_whole_at_a_narrow_terminal(sw, store, width):
     """Rich cut the changeset ids of `ref list -o table` as well as the names (`9b36f183f…`), so
     two refs could read alike; as the plain table of many refs, the short id and the op stay whole."""
-    sw.ok("--repo", store, "--as", AGENT, "ref", "set", "feature/" + "x" * 60, "main", "--create")
+    for end in ("1", "2"):
+        sw.ok("--repo", store, "--as", AGENT, "ref", "set", "feature/" + "x" * 60 + end, "main", "--create")
     refs = sw.ok("--repo", store, "ref", "list")["refs"]
     table = sw("--repo", store, "-o", "table", "ref", "list", env={"COLUMNS": str(width), "NO_COLOR": "1"}).stdout
     for ref in refs:
         assert any(ref["target"][:12] in line and str(ref["op"]) in line for line in table.splitlines()), table
     assert max(len(line) for line in table.splitlines()) <= width, table
+    names = [line.strip("│ ").split()[0] for line in table.splitlines() if line.lstrip("│ ").startswith("feature/")]
+    assert len(names) == 2 and names[0] != names[1], table  # cut in the middle: their ends show
 
 
 def test_a_trailing_backslash_is_shown_once(sw, store):

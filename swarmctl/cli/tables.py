@@ -121,6 +121,16 @@ def _cut(text: str, width: int) -> str:
     return "\n".join(line if _cells(line) <= width else _first_cells(line, max(0, width - 1)) + "…" for line in text.split("\n"))
 
 
+def _cut_middle(text: str, width: int) -> str:
+    """`text` (one line) in at most `width` cells, cut in the middle with `…`: both ends shown,
+    where names that share a long beginning differ (`feature/very-long…-number-17`)."""
+    if _cells(text) <= width or width < 3:
+        return _cut(text, width)
+    head = _first_cells(text, width // 2)
+    tail = _first_cells(text[::-1], (width - 1) // 2)[::-1]
+    return head + "…" + tail
+
+
 def _cells(text: str) -> int:
     """How many cells of the terminal `text` takes (a CJK character two). Text of characters
     that take one cell each (ASCII, Latin, the → of a ref move) is answered without Rich's
@@ -249,17 +259,18 @@ def _ops_table(console, ops: list[dict[str, Any]], title: str | None = None) -> 
 
 
 def _fitted(console, rows: list[dict[str, str]], how: dict[str, str], *, drop: list[str],
-            least: dict[str, int] | None = None, right: tuple[str, ...] = (), title: str | None = None) -> None:
+            least: dict[str, int] | None = None, right: tuple[str, ...] = (), title: str | None = None,
+            middle: tuple[str, ...] = ()) -> None:
     """Rows (column -> text) as a table that fits the terminal (`Fit`: `how` each column is
-    kept, and the order `drop` leaves them out), a line a row, cut text ending in `…`;
-    the columns named in `right` right-aligned."""
+    kept, and the order `drop` leaves them out), a line a row, cut text ending in `…` (those
+    named in `middle` cut in the middle); the columns named in `right` right-aligned."""
     natural = {c: max([len(c), *(_cells(line) for r in rows for line in r[c].split("\n"))]) for c in how}
     fit = Fit(console.width, [(c, natural[c], how[c]) for c in how], drop=drop, least=least)
     table = fit.table(title=title)
     for column, width in fit.widths.items():
         table.add_column(column, width=width, no_wrap=True, overflow="ellipsis", justify="right" if column in right else "left")
     for row in rows:
-        table.add_row(*(_cut(row[c], w) for c, w in fit.widths.items()))
+        table.add_row(*((_cut_middle if c in middle else _cut)(row[c], w) for c, w in fit.widths.items()))
     console.print(table)
 
 
@@ -286,12 +297,12 @@ def _plain_ops(result: dict[str, Any]) -> str:
 def _plain_refs(result: dict[str, Any]) -> str:
     """The refs as plain columns (`_plain`), as the Rich table shows them: a long name is cut."""
     rows = [(ref["name"], _short(ref["target"]), str(ref["op"])) for ref in result["refs"]]
-    columns = [("ref", "cut"), ("changeset", "keep"), ("last moved by op", "keep")]
-    return "\n".join(_plain(columns, rows, drop=[])) + "\n"
+    columns = [("ref", "cut"), ("changeset", "keep"), ("op", "keep")]
+    return "\n".join(_plain(columns, rows, drop=[], middle=("ref",))) + "\n"
 
 
 def _plain(columns: list[tuple[str, str]], rows: list[tuple[str, ...]], *, drop: list[str],
-           least: dict[str, int] | None = None, most: dict[str, int] | None = None) -> list[str]:
+           least: dict[str, int] | None = None, most: dict[str, int] | None = None, middle: tuple[str, ...] = ()) -> list[str]:
     """Rows as columns of plain text, one line a row, fitted to the terminal as a Rich table is
     (the same `Fit`, borderless; `columns` are (name, how), as Fit takes them; `most` caps a
     column's natural width), each cell measured once, in cells. Control and format characters
@@ -311,7 +322,7 @@ def _plain(columns: list[tuple[str, str]], rows: list[tuple[str, ...]], *, drop:
         for i, width in shown:
             text, n = cells[i]
             if n > width:
-                text = _cut(text, width)
+                text = (_cut_middle if names[i] in middle else _cut)(text, width)
                 n = _cells(text)
             out.append(text + " " * (width - n))
         return "  ".join(out).rstrip()
@@ -335,11 +346,11 @@ def _demo(console, result: dict[str, Any]) -> None:
 
 
 def _refs(console, result: dict[str, Any]) -> None:
-    """As `_plain_refs` fits them: the changeset's short id and the op whole, a long name cut
-    (Rich alone cut the ids too, and two refs at a narrow terminal read alike)."""
-    rows = [{"ref": ref["name"], "changeset": _short(ref["target"]), "last moved by op": str(ref["op"])}
-            for ref in result["refs"]]
-    _fitted(console, rows, {"ref": "cut", "changeset": "keep", "last moved by op": "keep"}, drop=[])
+    """As `_plain_refs` fits them: the changeset's short id and the op (the one that last moved
+    it) whole, a long name cut in the middle, where names that share a beginning differ (Rich
+    alone cut the ids too; cut at the end, `feature/…-1` and `feature/…-2` read alike)."""
+    rows = [{"ref": ref["name"], "changeset": _short(ref["target"]), "op": str(ref["op"])} for ref in result["refs"]]
+    _fitted(console, rows, {"ref": "cut", "changeset": "keep", "op": "keep"}, drop=[], middle=("ref",))
 
 
 def _undo(console, result: dict[str, Any]) -> None:
