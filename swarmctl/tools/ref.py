@@ -87,9 +87,18 @@ class RefShowReq:
 
 def _cas_error(name: str, expected: str | None, actual: str | None, last_op: int | None) -> SwarmError:
     """`last_op`: the op that last moved the ref (its row's `op`; None: the ref is absent)."""
+    conflict = [conflicts.Conflict(name, expected, actual, [last_op] if last_op is not None else [])]
+    if expected is None:  # --create, of a ref that exists
+        return conflicts.cas_mismatch(
+            conflict,
+            f"ref {name} exists (it names {names.short_id(actual)}): --create makes only a ref that does not; "
+            "nothing was written",
+            hint=f"Move it without --create (`--expect {names.short_id(actual)}` checks what it names first), or choose another name.",
+        )
+    found = "does not exist" if actual is None else f"names {names.short_id(actual)}"
     return conflicts.cas_mismatch(
-        [conflicts.Conflict(name, expected, actual, [last_op] if last_op is not None else [])],
-        f"ref {name} names {names.short_id(actual)}, not the expected {names.short_id(expected)}; nothing was written",
+        conflict,
+        f"ref {name} {found}, not the expected {names.short_id(expected)}; nothing was written",
         hint=f"Re-read {name} with `swarmctl ref show {name}` and decide again.",
     )
 
