@@ -170,6 +170,14 @@ def test_bash(store):
     assert bash_complete(store, "swarmctl completion ") == ["bash", "zsh", "fish"]
 
 
+def test_bash_shows_the_candidates_in_swarmctls_order():
+    """bash sorted what swarmctl offers, so `op undo <TAB>` listed 10 11 12 ... 2 3 ... 9 where
+    swarmctl gives the newest op first: the script asks for `-o nosort` (bash 4.4+)."""
+    ran = subprocess.run(["bash", "--norc", "-c", f"source {ROOT / completions.PATHS['bash']}; complete -p swarmctl"],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "-o nosort" in ran.stdout.split(), ran.stdout + ran.stderr
+
+
 @needs["zsh"]
 def test_zsh(store):
     ops = zsh_complete(store, "swarmctl op undo ")

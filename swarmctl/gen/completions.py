@@ -47,6 +47,7 @@ INSTALL = {
 # each script works both sourced and where its shell finds it by name. What swarmctl prints is
 # read as data, never run: bash reads its lines into COMPREPLY with mapfile (no word splitting,
 # no globbing of a candidate), zsh adds them with compadd (no eval), fish splits them at a tab.
+# Each keeps swarmctl's order of the candidates (ops newest first) rather than sorting them.
 # zsh's first line must be `#compdef`: compinit reads only that line of each file in $fpath;
 # when autoloaded the file is the body of `_swarmctl`, which then defines itself and runs (the
 # pattern of kubectl's and gh's scripts).
@@ -63,7 +64,8 @@ _{PROG}_completion() {{
     return 0
 }}
 
-complete -o default -F _{PROG}_completion {PROG}
+# In swarmctl's order (ops newest first), not sorted: -o nosort, where this bash has it (4.4+).
+complete -o default -o nosort -F _{PROG}_completion {PROG} 2>/dev/null || complete -o default -F _{PROG}_completion {PROG}
 """,
     "zsh": f"""\
 _{PROG}() {{
@@ -75,7 +77,7 @@ _{PROG}() {{
     if [[ $line == *$'\\t'* ]]; then shown+=("${{line%%$'\\t'*}} -- ${{line#*$'\\t'}}"); else shown+=("$line"); fi
   done
   if (( $#values )); then
-    compadd -l -d shown -a values
+    compadd -V {PROG} -l -d shown -a values  # -V: in swarmctl's order (ops newest first), not sorted
   else
     _files
   fi
@@ -88,7 +90,7 @@ else
 fi
 """,
     "fish": f"""\
-complete --command {PROG} --no-files \
+complete --command {PROG} --no-files --keep-order \
 --arguments "(env {COMPLETE_VAR}=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) {PROG})" \
 --condition "env {COMPLETE_VAR}=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) {PROG}"
 """,
