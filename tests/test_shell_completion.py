@@ -175,7 +175,7 @@ def test_bash_shows_the_candidates_in_swarmctls_order():
     swarmctl gives the newest op first: the script asks for `-o nosort` (bash 4.4+)."""
     ran = subprocess.run(["bash", "--norc", "-c", f"source {ROOT / completions.PATHS['bash']}; complete -p swarmctl"],
                          capture_output=True, text=True, timeout=60)
-    assert ran.returncode == 0 and "-o nosort" in ran.stdout.split(), ran.stdout + ran.stderr
+    assert ran.returncode == 0 and " -o nosort " in ran.stdout, ran.stdout + ran.stderr
 
 
 @needs["zsh"]
