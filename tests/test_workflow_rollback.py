@@ -259,6 +259,16 @@ def test_refused_when_completed_unless_included(sw, kit, golden):
     assert kit("workflow", "rollback", wf, "--confirm", "--include-completed").result["state"] == "rolled_back"
 
 
+def test_a_refusal_in_a_table_says_each_refusal_and_what_to_do(kit):
+    """With -o table, E_REFUSED said "resolve each refusal" and showed none of them: each one's
+    code and message (which says what to pass) are lines of the error, as store check's problems."""
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy"]\n')
+    ran = kit("-o", "table", "workflow", "rollback", wf, "--confirm", env={"COLUMNS": "200"})
+    message = refused(kit, wf).error["details"]["refusals"][0]["message"]
+    assert (ran.exit, ran.stdout) == (7, ""), ran.stdout
+    assert f"  completed_not_included: {message}" in ran.stderr, ran.stderr
+
+
 def test_refused_when_cancelled(sw, kit, golden):
     wf = failed_release(kit)
     kit("workflow", "cancel", wf)

@@ -50,7 +50,10 @@ def render(
     if not envelope["ok"]:
         error = envelope["error"]
         console.print(f"[bold red]{error['code']}[/]: {error['message']}", soft_wrap=True)
-        for problem in (error.get("details") or {}).get("problems") or []:  # `store check`: each, not "and 2 more"
+        details = error.get("details") or {}
+        # Each of `store check`'s problems (not "and 2 more"), and of a rollback's refusals (what
+        # to do about each is said there: `--acknowledge-unknown-effects STEP`).
+        for problem in [*(details.get("problems") or []), *(details.get("refusals") or [])]:
             if isinstance(problem, dict):
                 console.print(f"  {problem.get('code')}: {problem.get('message')}", soft_wrap=True)
         if error.get("hint"):
