@@ -18,10 +18,14 @@ from swarmctl.spec import Tool
 
 
 def unknown_tool(name: str, tools: Mapping[str, Tool]) -> SwarmError:
+    """E_NOT_FOUND, naming the tool `name` is a near miss of (`op-log`, `undoo`), as a field's is."""
+    from swarmctl.fields import near_miss
+
+    meant = near_miss(name, sorted(tools))  # every name (the registry loads each area only when asked)
     return SwarmError(
         "E_NOT_FOUND",
-        f"no tool {name!r}",
-        details={"tool": name, "tools": sorted(tools)},
+        f"no tool {name!r}" + (f": did you mean {meant!r}?" if meant else ""),
+        details={"tool": name, **({"did_you_mean": meant} if meant else {}), "tools": sorted(tools)},
         hint="`details.tools` lists the tools; `swarmctl schema` prints their request types.",
     )
 

@@ -112,6 +112,9 @@ def test_the_server_serves_on_without_its_store_and_after_errors(sw):
         unknown = client.envelope("udno", {"op": 6})
         assert unknown["op"] is None and unknown["error"]["code"] == "E_NOT_FOUND"
         assert unknown["error"]["details"]["tools"] == sorted(t.name for t in registry.mcp_tools())
+        # A near miss is named, as a misspelt field is (it said only "no tool 'udno'").
+        assert (unknown["error"]["message"], unknown["error"]["details"]["did_you_mean"]) == (
+            "no tool 'udno': did you mean 'undo'?", "undo")
         assert client.envelope("undo", {"op": 4})["error"]["code"] == "E_CAS_MISMATCH"  # op 6 moved it since
         done = client.envelope("undo", {"op": 6, "a_field_from_a_newer_client": True})  # unknown: ignored
         assert done["ok"] and done["result"]["op"] == 7
