@@ -44,7 +44,10 @@ def test_an_unknown_tool_is_not_found_and_lists_the_tools(sw):
     assert ran.exit == 4
     assert ran.envelope["op"] is None
     assert ran.error["code"] == "E_NOT_FOUND"
-    assert ran.error["details"] == {"tool": "undoo", "tools": sorted(t.name for t in registry.tools())}
+    assert ran.error["details"] == {"tool": "undoo", "did_you_mean": "undo", "tools": sorted(t.name for t in registry.tools())}
+    assert ran.error["message"] == "no tool 'undoo': did you mean 'undo'?"
+    far = sw("call", "frobnicate", "{}").error
+    assert far["message"] == "no tool 'frobnicate'" and "did_you_mean" not in far["details"]
 
 
 def test_bad_json_and_a_field_named_twice_are_invalid_and_write_nothing(sw):
