@@ -184,16 +184,17 @@ def read_lines(stream: BinaryIO) -> Iterator[list[bytes | None]]:
         yield last
 
 
-def read_file(path: str | os.PathLike, what: str, *, regular: bool = False) -> bytes:
+def read_file(path: str | os.PathLike, what: str, *, regular: bool = False, follow: bool = True) -> bytes:
     """A file's bytes, held to the bound (`/dev/zero` is refused, not read to its end).
     `regular`: only a regular file's, NotRegularFile for anything else, before anything is read
-    (a FIFO is opened without waiting for a writer, which may never come)."""
+    (a FIFO is opened without waiting for a writer, which may never come). `follow` False: a
+    symlink is not followed (ELOOP), where the path was resolved and checked before."""
     if not regular:
         with open(path, "rb") as f:
             return read_bounded(f, what)
     import stat
 
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

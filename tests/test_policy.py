@@ -447,6 +447,36 @@ def test_run_rules_say_who_may_run_workflows_and_which_files(sw):
     assert kit("workflow", "run", "flow.toml").result["workflow"]["state"] == "awaiting_approval"
 
 
+def test_a_symlink_to_an_allowed_definition_runs_its_commands_where_the_definition_is(sw):
+    """A symlink elsewhere to an allowed definition passed the check (symlinks resolved) and ran
+    its `./mark.sh` from the symlink's own directory: whoever could make a symlink ran a program
+    of their own. The file a symlink names is what is checked, read and run from."""
+    allowed = (sw.tmp / "flows").resolve()
+    kit = _kit_with_policy(sw, f'[run]\ndefinitions = ["{allowed}/*.toml"]\n')
+    kit.write('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\n')
+    theirs = sw.tmp / "theirs"
+    theirs.mkdir()
+    (theirs / "mark.sh").write_text(f"#!/bin/sh\ntouch {theirs}/ran\n")
+    (theirs / "mark.sh").chmod(0o755)
+    (theirs / "link.toml").symlink_to(kit.dir / "flow.toml")
+    ran = kit("workflow", "run", str(theirs / "link.toml"))
+    assert ran.exit == 0, ran.stdout
+    assert not (theirs / "ran").exists() and kit.marks() == ["deploy"]
+    workflow = ran.result["workflow"]
+    assert (workflow["base_dir"], workflow["source"]) == (str(allowed), str(allowed / "flow.toml"))
+
+
+def test_a_file_the_policy_does_not_allow_is_not_read(sw):
+    """`workflow run` read the file before it asked the policy: its refusal of a file outside
+    `[run] definitions` (a secret's file, /etc/shadow) said what the TOML parser found in it."""
+    kit = _kit_with_policy(sw, f'[run]\ndefinitions = ["{(sw.tmp / "flows").resolve()}/*.toml"]\n')
+    secret = sw.tmp / "secret.env"
+    secret.write_text("DB_PASSWORD = 'hunter2-hunter2'\n")
+    ran = kit("workflow", "run", str(secret))
+    assert (ran.exit, ran.error["code"], ran.error["details"]["rule"]) == (6, "E_FORBIDDEN", "run.definitions"), ran.stdout
+    assert "DB_PASSWORD" not in ran.stdout + ran.stderr and "hunter2" not in ran.stdout + ran.stderr
+
+
 def test_approve_rules_keep_a_creator_from_approving_its_own_gate(sw):
     kit = _kit_with_policy(sw, '[approve]\nself = false\nactors = ["human/*", "agent/*"]\n')
     kit.write(FLOW.replace("release/v1", "staging"))

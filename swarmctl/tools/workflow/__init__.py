@@ -102,14 +102,16 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     step that moves a ref protected from the caller fails with E_FORBIDDEN.
     """
     actor = ctx.require_actor()
-    path = ctx.path(req.file).absolute()
-    spec = definition.load(path)
+    path = definition.resolved(ctx.path(req.file).absolute())  # checked, read and run from: one path
+    store = ctx.store()
+    with store.read() as conn:  # before the file is read: what an error about it says shows what it holds
+        rules.refuse(rules.may_run(policies.current(conn), actor, str(path)))
+    spec = definition.load(path, follow=False)
     if ctx.refuse_commands is not None and any("run" in step for step in spec["steps"]):
         raise ctx.refuse_commands()  # asked of what is run: the file is read once
     guards.require_env(spec["steps"])
-    store = ctx.store()
     with store.write(actor) as w:
-        rules.refuse(rules.may_run(w.policy, actor, str(path.resolve())))  # symlinks resolved
+        rules.refuse(rules.may_run(w.policy, actor, str(path)))  # the policy as it is now
         wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
     with store.read() as conn:
         wf = records.load(conn, wf_id)

@@ -32,6 +32,7 @@ secret-named `env` key), the same that masks secrets in what swarmctl prints.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -86,11 +87,19 @@ def _unknown_key(key: str, allowed: set[str], *, before: str = "", after: str = 
 # --- reading a file ------------------------------------------------------------------------
 
 
-def load(path: Path) -> dict[str, Any]:
+def resolved(path: Path) -> Path:
+    """The definition file `path` names, symlinks followed: what a run checks against the policy,
+    reads (`load(..., follow=False)`, so that a symlink swapped in since is not followed) and runs
+    the commands of from its directory. A symlink's own directory would let whoever can make one
+    run an allowed definition's `./deploy.sh` of their own."""
+    return Path(os.path.realpath(path))
+
+
+def load(path: Path, *, follow: bool = True) -> dict[str, Any]:
     """The checked definition in `path` (a TOML file), as plain values."""
     try:
         # at most SWARMCTL_MAX_INPUT_BYTES and one byte more: `workflow run /dev/zero` is refused, not read
-        text = limits.read_file(path, f"workflow file {path}", regular=True).decode("utf-8")
+        text = limits.read_file(path, f"workflow file {path}", regular=True, follow=follow).decode("utf-8")
     except limits.NotRegularFile as exc:  # a FIFO would hold the read (and a server's thread) until a writer came
         raise invalid(f"workflow file {path} is {exc.args[0]}, not a regular file", file=str(path)) from None
     except FileNotFoundError:

@@ -170,6 +170,9 @@ def definition_refusal(policy: rules.Policy | None, actor: str, wf: Workflow) ->
     if not rules.matches(policy.run_definitions, str(path)):
         why = f"workflow {wf.id} was defined by {path}, which is not a workflow definition this store runs"
         return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
+    if Path(wf.base_dir).resolve() != path.parent:  # its commands would run elsewhere: `./deploy.sh` another's
+        why = f"workflow {wf.id} runs its commands in {wf.base_dir}, not in the directory of its definition {path}"
+        return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
     try:
         defined = definition.load(path)
     except SwarmError as exc:
