@@ -51,6 +51,7 @@ from typing import Any, Iterator
 
 import anyio
 import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
@@ -143,6 +144,10 @@ class Bounds:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
+        if self.door.options.auth == "token" and not isinstance(scope.get("user"), AuthenticatedUser):
+            # No token the store knows: the SDK answers 401 before any of the body is read (it
+            # was read, up to 16 MiB, and parsed, and a caller with no token stalled the server).
+            return await self.app(scope, receive, send)
         self.door.posts += 1
         try:
             await self._post(scope, receive, send)
@@ -156,7 +161,8 @@ class Bounds:
             message = f"Invalid request: the body is larger than {limit} bytes (SWARMCTL_MAX_INPUT_BYTES)"
             answer = _json_rpc_error(413, types.INVALID_REQUEST, message, {"code": "E_INVALID_ARG", "max_bytes": limit})
             return await _respond(send, answer)
-        frame = read_frame(body.decode("utf-8", errors="replace"))
+        # In a worker thread: a big body takes seconds to check, and the loop serves the others meanwhile.
+        frame = await anyio.to_thread.run_sync(read_frame, body.decode("utf-8", errors="replace"))
         if isinstance(frame, Unanswerable):
             answer = _json_rpc_error(400, frame.code, frame.message, frame.data, frame.request_id)
             return await _respond(send, answer)

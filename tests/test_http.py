@@ -129,6 +129,20 @@ def test_missing_unknown_expired_and_revoked_tokens_get_401_and_run_nothing(sw):
     assert len(_ops(sw)) == before
 
 
+def test_a_request_without_a_token_is_401_before_its_body_is_read(sw):
+    """A POST with no token the store knows was read (up to 16 MiB) and parsed on the event
+    loop before the 401: deep JSON got 400, a big body 413, and one big body from anyone
+    stalled every caller's calls for seconds. The 401 comes first now, whatever the body."""
+    _init(sw)
+    token = _token(sw, "agent/w1")["token"]
+    with _serve(sw) as server:
+        for body in ("[" * 100_000, "not json", '{"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"a": [' + "{}," * 4_000_000 + "{}]}}"):
+            for sent in (None, "swt_never-issued"):
+                answer = _post(server.url, body, sent)
+                assert answer.status_code == 401, (sent, body[:20], answer.status_code, answer.text[:200])
+        assert _post(server.url, "[" * 100_000, token).status_code == 400  # with a token, the body is checked
+
+
 def test_host_and_origin_are_checked_and_no_cors_headers_are_sent(sw):
     _init(sw)
     token = _token(sw, "agent/w1")["token"]
