@@ -15,6 +15,7 @@ from swarmctl import jsontext, runner, stopping
 from swarmctl.context import Context, OpenStores
 from swarmctl.envelope import Meta, SwarmError, exit_status, failure, interrupted
 from swarmctl.spec import Tool
+from swarmctl.store import faults
 
 
 def unknown_tool(name: str, tools: Mapping[str, Tool]) -> SwarmError:
@@ -92,6 +93,7 @@ def call_line(
             if before is not None and name in tools:
                 before(tools[name])
             envelope = call_tool(name, call.get("arguments", {}), ctx, tools)
+            faults.pause_after_call()
         except KeyboardInterrupt as exc:  # the call it stopped, for its envelope (Batch.stopped_by)
             exc.line_call = {"op": name if name in tools else None, **({"id": call["id"]} if "id" in call else {})}  # type: ignore[attr-defined]
             raise
@@ -165,6 +167,7 @@ class Batch:
         self.context, self.emit, self.stop_on_error = context, emit, stop_on_error
         self.status = 0
         self._pending: list[dict[str, Any]] = []  # the envelopes of the open group's calls
+        self._group_lost = False  # whether the last group's commit lost its writes
         self._opened = 0.0
 
     def call(self, read: Callable[[], str]) -> bool:
@@ -192,12 +195,14 @@ class Batch:
         envelopes were printed. The calls before it are answered first; then one E_INTERRUPTED
         envelope, whose exit status is the batch's."""
         stopped = getattr(exc, "line_call", {})
-        envelope = failure(stopped.get("op"), interrupted(exc), meta or Meta())
+        answered = self.flush()  # the calls before it ended: theirs first; the group's commit, with its write
+        if ctx is not None:  # what it wrote once it joined its group, committed with it (unless lost)
+            envelope = runner.stopped(stopped.get("op"), exc, ctx, lost=self._group_lost)
+        else:
+            envelope = failure(None, interrupted(exc), meta or Meta())
         if "id" in stopped:
             envelope["meta"]["id"] = stopped["id"]
-        if ctx is not None:
-            envelope = runner.runnable_in(envelope, ctx)
-        if self.flush():  # the calls before it ended: theirs first
+        if answered:
             self._deliver(envelope)
         self.status = exit_status(envelope)
 
@@ -207,6 +212,7 @@ class Batch:
         held = time.monotonic() - self._opened if self.stores.grouping else 0.0
         with stopping.interrupts_held():  # a Ctrl-C or SIGTERM now comes once every committed call is answered
             lost = self.stores.end_groups()
+            self._group_lost = lost is not None
             for envelope in self._pending:
                 if lost is not None and envelope["ok"]:
                     envelope = lost_with_group(envelope, lost)

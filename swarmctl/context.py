@@ -232,6 +232,7 @@ class Context:
         if self._store is None:
             if self._stores is not None:
                 self._store, self._borrowed = self._stores.get(self._stores.target(self))
+                self._store.committed.clear()  # what it committed is this call's from here (runner.stopped)
             else:
                 self._store = Store.open(self.target(), readonly=self.readonly)
             self._db_auth = self._store.auth_of(self.actor)

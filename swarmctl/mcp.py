@@ -37,10 +37,10 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
-from swarmctl import jsontext, limits, registry, schemas, version
+from swarmctl import jsontext, limits, registry, runner, schemas, version
 from swarmctl.calls import call_tool
 from swarmctl.context import Context, OpenStores
-from swarmctl.envelope import Meta, SwarmError, dumps, failure, interrupted
+from swarmctl.envelope import SwarmError, dumps
 from swarmctl.spec import Tool
 from swarmctl.stopping import Stop
 
@@ -118,10 +118,10 @@ def build_server(
         try:
             with calling(request_id):
                 envelope = call_tool(params.name, params.arguments, ctx, tools, rejected=rejected)
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in the tool (stopping.Stop): it rolled back
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM in the tool (stopping.Stop): rolled back, or written
             tool = tools.get(params.name)
             took = max(0, int((time.perf_counter() - started) * 1000))  # as the CLI's and `call`'s say it
-            envelope = failure(tool.name if tool else None, interrupted(exc), Meta(repo=ctx.repo_path, elapsed_ms=took, auth=ctx.auth))
+            envelope = runner.stopped(tool.name if tool else None, exc, ctx, took)
         return types.CallToolResult.model_validate(call_result(envelope), by_name=False)
 
     return Server(

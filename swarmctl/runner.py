@@ -8,7 +8,7 @@ from typing import Any
 
 from swarmctl import registry
 from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, failure, internal_error, success
+from swarmctl.envelope import Meta, SwarmError, failure, internal_error, interrupted, interrupted_after_commit, success
 from swarmctl.spec import Tool, plain
 from swarmctl.store import translated
 from swarmctl.tools.common import worded
@@ -37,6 +37,19 @@ def run(tool: Tool, request: Any, ctx: Context) -> dict[str, Any]:
     )
     envelope = failure(tool.name, error, meta) if error else success(tool.name, result, meta)
     return runnable_in(envelope, ctx)
+
+
+def stopped(op: str | None, exc: KeyboardInterrupt, ctx: Context, elapsed_ms: int = 0, *, lost: bool = False) -> dict[str, Any]:
+    """The envelope of a call a signal stopped (Ctrl-C, SIGTERM, SIGHUP), at every door: its
+    write rolled back, or, when the signal came once it was committed, the ops it wrote
+    (`details.committed`: never "rolled back, not written" of a change that is in the store; a
+    client would make it twice). `lost`: what the call wrote was lost with its group after all
+    (`call --lines`). A workflow's executor says itself what it stopped (`exc.details`); its
+    steps' ops are its record, not a change the signal came too late for."""
+    committed = [] if lost else list(getattr(ctx._store, "committed", None) or [])
+    after_commit = committed and not getattr(exc, "details", None)
+    error = interrupted_after_commit(exc, committed) if after_commit else interrupted(exc)
+    return runnable_in(failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth)), ctx)
 
 
 def runnable_in(envelope: dict[str, Any], ctx: Context) -> dict[str, Any]:

@@ -983,3 +983,26 @@ def test_a_bad_bound_is_the_batchs_one_envelope_not_a_traceback(sw):
                          env={variable: value})
         assert (ran.exit, ran.error["code"], ran.error["details"]["variable"]) == (2, "E_INVALID_ARG", variable), ran.stdout
         assert "Traceback" not in ran.stderr and len(ran.stdout.splitlines()) == 1, ran.stderr
+
+
+def test_a_call_interrupted_once_it_joined_its_group_is_answered_with_the_op_its_group_committed(sw):
+    """A signal after a call's write joined its group (its savepoint released, the call not yet
+    answered): the group's commit made it, and its envelope said "rolled back, not written"
+    (a probe found 3 in 115 random batches). It now names the op it wrote, under its own id."""
+    ids = build_golden_store(sw)
+    flag = sw.tmp / "paused"
+    door = call_lines_door(sw, fault=f"pause-after-call:{flag}")
+    door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": "late", "target": ids["base"], "create": True}, "id": "w"}))
+    door.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
+        time.sleep(0.01)
+    door.send_signal(signal.SIGINT)
+    out, err = door.communicate(timeout=60)
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert door.returncode == 130 and len(printed) == 1 and "Traceback" not in err, out + err
+    error = printed[0]["error"]
+    assert (printed[0]["op"], printed[0]["meta"]["id"], error["code"]) == ("ref_set", "w", "E_INTERRUPTED"), out
+    assert error["details"]["committed"] == [7] and "after its change was written (op 7)" in error["message"], error
+    assert refs(sw.store)["late"] == ids["base"]  # written, as it says

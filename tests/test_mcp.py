@@ -333,7 +333,8 @@ def test_the_server_keeps_one_connection_to_its_store_between_calls(sw):
 
 
 @pytest.mark.parametrize(
-    "during, signum", [("idle", "SIGINT"), ("idle", "SIGTERM"), ("a write", "SIGINT"), ("a workflow's command", "SIGTERM")]
+    "during, signum", [("idle", "SIGINT"), ("idle", "SIGTERM"), ("a write", "SIGINT"), ("a write", "SIGHUP"),
+                       ("a written write", "SIGTERM"), ("a workflow's command", "SIGTERM")]
 )
 def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     """Ctrl-C (SIGINT) or SIGTERM stops `swarmctl mcp` at once, exit 130, with the client's end
@@ -354,10 +355,13 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     flow.write_text('name = "slow"\n[[step]]\nname = "wait"\nrun = ["sleep", "300"]\nrollback = ["true"]\n')
     call = {
         "a write": ("ref_set", {"name": "main", "target": ids["base"]}),
+        "a written write": ("ref_set", {"name": "main", "target": ids["base"]}),
         "a workflow's command": ("workflow_run", {"file": str(flow)}),
     }.get(during)
-    # A write stops just before its commit; a workflow's writes must commit, and its command runs.
-    paused = {"SWARMCTL_FAULT": f"pause-before-commit:{flag}"} if during == "a write" else {}
+    # A write stops just before its commit (or just after it); a workflow's writes must commit,
+    # and its command runs.
+    paused = {"SWARMCTL_FAULT": f"pause-{'after' if during == 'a written write' else 'before'}-commit:{flag}"} \
+        if during in ("a write", "a written write") else {}
     with RawServer(sw.store, AGENT, env={**sw.env, **paused}) as server:
         server.initialize()
         if call is None:
@@ -386,6 +390,11 @@ def test_ctrl_c_or_sigterm_stops_the_server_at_once(sw, during, signum):
     assert 0 < answer["result"]["structuredContent"]["meta"]["elapsed_ms"] <= took_ms, (answer, took_ms)
     if during == "a write":
         assert op_count(sw.store) == before
+    elif during == "a written write":
+        # Committed before the signal came: said so, naming its op (it said "rolled back, not
+        # written ... run the command again", and a client doing so made the change twice).
+        assert op_count(sw.store) == before + 1 and error["details"]["committed"] == [before + 1], error
+        assert "after its change was written" in error["message"], error
     else:
         assert not _runs_sleep(server.proc.pid)
         status = sw.ok("--repo", str(sw.store), "workflow", "status", error["details"]["workflow"])

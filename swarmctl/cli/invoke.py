@@ -18,7 +18,7 @@ from swarmctl.cli.inert import inert
 from swarmctl.cli.options import Globals
 from swarmctl.cli.output import emit, errors_on_stderr, prints_json_text, wants_color
 from swarmctl.context import Context
-from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted, interrupted_after_commit
+from swarmctl.envelope import Meta, SwarmError, exit_status, failure, internal_error, interrupted
 from swarmctl.spec import Tool
 
 
@@ -139,15 +139,8 @@ def _run(tool: Tool, request: Any, ctx: Context, globals_: Globals) -> dict[str,
 
 
 def _interrupted(op: str | None, exc: KeyboardInterrupt, ctx: Context, started: float) -> dict[str, Any]:
-    """The envelope of a tool stopped by Ctrl-C or SIGTERM: its transaction rolled back, or, when
-    the signal came after a commit, the ops it wrote."""
-    elapsed_ms = int((time.perf_counter() - started) * 1000)
-    committed = getattr(ctx._store, "committed", None)
-    # A workflow's executor says itself what it stopped (`exc.details`: the workflow, the step in
-    # flight); its steps' ops are the workflow's record, not a change the signal came too late for.
-    after_commit = committed and not getattr(exc, "details", None)
-    error = interrupted_after_commit(exc, list(committed)) if after_commit else interrupted(exc)
-    return runner.runnable_in(failure(op, error, Meta(repo=ctx.repo_path, elapsed_ms=elapsed_ms, auth=ctx.auth)), ctx)
+    """The envelope of a tool stopped by Ctrl-C or SIGTERM (runner.stopped)."""
+    return runner.stopped(op, exc, ctx, int((time.perf_counter() - started) * 1000))
 
 
 def _warn(message: str) -> None:

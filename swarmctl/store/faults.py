@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 
-_ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids")
+_ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids", "pause-after-call")
 _paused: set[str] = set()
 
 
@@ -63,5 +63,13 @@ def pause_after_commit() -> None:
     """SWARMCTL_FAULT=pause-after-commit:PATH: as pause_before_commit, just after the COMMIT, so
     that a test can signal a process whose change is written but whose envelope is not."""
     path = _fault("pause-after-commit")
+    if path is not None:
+        _wait_at(path)
+
+
+def pause_after_call() -> None:
+    """SWARMCTL_FAULT=pause-after-call:PATH: as pause_after_commit, once a call of `call --lines`
+    has returned its envelope (its write made, in its group), before the batch has it."""
+    path = _fault("pause-after-call")
     if path is not None:
         _wait_at(path)
