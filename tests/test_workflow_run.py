@@ -536,6 +536,34 @@ def test_sighup_is_taken_as_sigterm_unless_nohup_ignores_it(sw):
     assert ignored.returncode == 130 and json.loads(out)["error"]["details"]["signal"] == "SIGTERM", out
 
 
+def test_a_signal_while_a_finished_rollback_is_saved_comes_once_it_is_saved(sw):
+    """Ctrl-C while the rollback saved its end (every undo done): the save was rolled back, the
+    workflow read `rollback_failed` with its steps `rolled_back`, and the envelope named the
+    undo's op with "`swarmctl op undo N` takes it back", no workflow. The end is saved first now,
+    and the envelope names the workflow."""
+    import time
+
+    kit = Kit(sw)
+    _, wf = kit.run('name = "w"\n[[step]]\nname = "promote"\nref_set = { name = "release/v9", to = "main" }\n')
+    flag = sw.tmp / "paused"
+    proc = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed",
+                     env={"SWARMCTL_FAULT": f"pause-before-commit:{flag}"})
+    deadline = time.monotonic() + WAIT_S
+    for commit in ("claim", "undo", "release"):  # each waits at its commit until the flag goes
+        while not flag.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        if commit == "release":
+            proc.send_signal(signal.SIGINT)
+        flag.unlink()
+    out, err = proc.communicate(timeout=WAIT_S)
+    error = json.loads(out)["error"]
+    assert (proc.returncode, error["code"], error["details"]["workflow"]) == (130, "E_INTERRUPTED", wf), out + err
+    assert "op undo" not in error["hint"], error["hint"]
+    status = kit("workflow", "status", wf, actor=None).result
+    assert (status["workflow"]["state"], status["steps"][0]["status"]) == ("rolled_back", "rolled_back"), status
+
+
 @BOTH
 def test_sigterm_during_a_rollback_command_kills_it_and_saves_the_step_interrupted(sw):
     from swarmctl import pids

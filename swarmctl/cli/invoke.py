@@ -51,12 +51,17 @@ def call(globals_: Globals, name: str, read_arguments: Callable[[], str]) -> int
     """`swarmctl call NAME JSON`: the tool run on the JSON arguments `read_arguments` gives
     (the word, or stdin), its envelope printed; return its exit status. (Typer parses it in
     cli/doors.py, or cli/fast.py does.)"""
-    from swarmctl import registry
-    from swarmctl.calls import call_text
-
-    tools = registry.Named()
     ctx = Context(repo=globals_.repo, actor=globals_.actor, json_text=prints_json_text(globals_))
-    op = name if name in tools else None
+    try:
+        from swarmctl import registry
+        from swarmctl.calls import call_text
+
+        tools = registry.Named()
+        op = name if name in tools else None  # the tool's module imported: most of a call's start
+    except KeyboardInterrupt as exc:  # nothing ran yet: said as once it runs, never exit 130 with no envelope
+        envelope = failure(None, interrupted(exc), Meta(auth=ctx.auth))
+        emit(envelope, globals_, None)
+        return exit_status(envelope)
 
     def run() -> dict[str, Any]:
         try:

@@ -113,9 +113,10 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     with store.write(actor) as w:
         rules.refuse(rules.may_run(w.policy, actor, str(path)))  # the policy as it is now
         wf_id = records.create(w, spec, str(path), str(path.parent), hosts.me())
-    with store.read() as conn:
-        wf = records.load(conn, wf_id)
-    failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()
+    with guards.interrupted_workflow(wf_id, "run"):  # it exists: a signal from here on names it
+        with store.read() as conn:
+            wf = records.load(conn, wf_id)
+        failed = execute.Executor(ctx, store, wf, actor, ctx.progress).run()
     return views.after_run(ctx, wf_id, failed)
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from swarmctl import policy as rules
 from swarmctl.envelope import SwarmError
@@ -220,3 +221,15 @@ def name_the_interrupted(exc: KeyboardInterrupt, wf_id: str, at: dict[str, str] 
                 f"its effect unknown); then resume it (`swarmctl workflow resume {wf_id}`, with --retry STEP to run "
                 "an interrupted step again), or roll it back.")
     exc.hint, exc.next = hint, calls.STATUS.call(workflow=wf_id)  # type: ignore[attr-defined]
+
+
+@contextmanager
+def interrupted_workflow(wf_id: str, phase: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM within, once workflow `wf_id` exists (before its executor runs, or after
+    it returned): named as the executor names one (`name_the_interrupted`), unless it was."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if not getattr(exc, "details", None):
+            name_the_interrupted(exc, wf_id, None, phase)
+        raise

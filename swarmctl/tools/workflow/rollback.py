@@ -13,7 +13,7 @@ import os
 import shlex
 from typing import Any
 
-from swarmctl import hosts, names
+from swarmctl import hosts, names, stopping
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import plain
@@ -49,9 +49,11 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     with store.write(actor) as w:
         _claim(w, wf, req)
     executor = execute.Executor(ctx, store, wf, actor, ctx.progress)
-    results = executor.roll_back(radius.blast_radius.would_roll_back)
-    state = "rolled_back" if all(r.status == "rolled_back" for r in results) else "rollback_failed"
-    executor.release(state)
+    with guards.interrupted_workflow(wf.id, "rollback"):
+        results = executor.roll_back(radius.blast_radius.would_roll_back)
+        state = "rolled_back" if all(r.status == "rolled_back" for r in results) else "rollback_failed"
+        with stopping.interrupts_held():  # every undo done: its last outcome and the state saved, then a signal
+            executor.release(state)
     acknowledged = [e.step for e in radius.blast_radius.unknown_effects if e.acknowledged]
     if state == "rollback_failed":
         failed = [r.step for r in results if r.status != "rolled_back"]
