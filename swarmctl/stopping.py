@@ -163,7 +163,10 @@ def interrupts_held(deliver: bool = True) -> Iterator[None]:
         if len(came) > 1:
             handle(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, *terminating_signals())}
+    # An ignored one (`nohup`'s SIGHUP, a background job's SIGINT) stays ignored: held, it would
+    # count as the first of two and let the next one through at once.
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, *terminating_signals())
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:

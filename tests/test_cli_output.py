@@ -595,3 +595,27 @@ def test_an_error_found_before_the_command_line_is_read_is_printed_as_it_asks(sw
     ran = sw("--repo", store, *args)
     assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
     assert ran.stderr.count("E_INVALID_ARG: ") == 1 and "Error: " not in ran.stderr, ran.stderr
+
+
+def test_a_signal_nohup_ignores_is_not_held_as_the_first_of_two():
+    """Where interrupts are held (a committed write's envelope being printed), a SIGHUP that
+    `nohup` ignores was held too, as the first of two, so that a SIGTERM after it went through at
+    once instead of once the envelope was out. Run in a child: it sets its own handlers."""
+    code = """
+import os, signal, time
+from swarmctl import stopping
+from swarmctl.envelope import raise_terminated
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, raise_terminated)
+try:
+    with stopping.interrupts_held():
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        print("held to the end")
+except KeyboardInterrupt:
+    print("then delivered")
+print("SIGHUP still ignored:", signal.getsignal(signal.SIGHUP) is signal.SIG_IGN)
+"""
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.stdout.split("\n")[:3] == ["held to the end", "then delivered", "SIGHUP still ignored: True"], ran.stdout + ran.stderr
