@@ -522,3 +522,23 @@ def test_a_role_that_could_switch_the_guard_off_is_refused_in_the_map(prepared, 
     assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", ran.stdout
     assert ran.error["details"] == {"key": "roles.swarm_builder", "role": "swarm_builder"}
     assert prepared.ok(*owner, "policy", "show") == before
+
+
+def test_without_an_undo_rule_an_agent_role_still_cannot_revoke_an_admins_token_by_undoing_it(prepared, cluster):
+    """Without `[undo] others` (as the README's [roles] example has it) any actor may undo
+    another's op, but swarmctl lets only an admin revoke a token, an undo of its create too. The
+    guard let a mapped agent role revoke an admin's token so, through psql, and `store check`
+    found nothing: it now holds the revocation to an admin's op, as swarmctl does."""
+    admin = ("--repo", cluster.url(), "--as", ALICE)
+    (prepared.tmp / "open.toml").write_text(prepared.policy.replace('[undo]\nothers = ["human/*"]\n', ""))
+    prepared.ok(*admin, "policy", "set", "open.toml", cwd=prepared.tmp)
+    try:
+        token = f"(SELECT min(id) FROM tokens WHERE revoked_at IS NULL AND created_by = '{ALICE}')"
+        ran = cluster.psql_as("swarm_agent", "BEGIN; " + AS_AGENT + "UPDATE head SET last_op = last_op + 1; "
+                              "INSERT INTO ops(op, kind, actor, at, description, undoes) "
+                              f"SELECT last_op, 'undo', '{AGENT}', '2026-12-01T00:00:00.000Z', 'x', {token} FROM head; "
+                              f"UPDATE tokens SET revoked_at = 'now', revoked_op = (SELECT last_op FROM head) WHERE id = {token}; COMMIT")
+        assert ran.returncode != 0 and "only an admin makes or revokes tokens" in ran.stderr, ran.stdout + ran.stderr
+    finally:
+        (prepared.tmp / "back.toml").write_text(prepared.policy)
+        prepared.ok(*admin, "policy", "set", "back.toml", cwd=prepared.tmp)

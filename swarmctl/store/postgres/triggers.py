@@ -17,7 +17,7 @@ holds (`swarm_mapped()` is not NULL) writes as the actor it declares in the sett
 - `changesets`, `ref_moves`, `blobs`, `time_breaks`, `op_reverts`: added with this transaction's
   op, never changed or removed; a ref move is held to `[[protect]]`, a revert to `[undo] others`;
 - `refs`: changed only with this transaction's op, as `[[protect]]` lets its actor;
-- `tokens`: made and revoked by an admin's op (or revoked by the undo of the op that made it);
+- `tokens`: made and revoked by an admin's op (`token revoke`, or the undo of the op that made it);
 - `policies` and meta `policy_rules`/`format`: added by an admin's op, never changed or removed;
 - the other meta rows, the store's settings (`moved_to`, `tx.max_revisions`): an admin's only;
 - `txs` and their rows: only the transactions of the role's actors; never removed;
@@ -165,7 +165,7 @@ BEGIN
     IF verb = 'INSERT' AND (n->>'id')::bigint = this_op AND {s}.swarm_admin(a, this_op) THEN RETURN NULL; END IF;
     IF verb = 'UPDATE' AND o->>'revoked_at' IS NULL AND (n->>'revoked_op')::bigint = this_op
         AND (o - 'revoked_at' - 'revoked_op') = (n - 'revoked_at' - 'revoked_op')
-        AND ({s}.swarm_admin(a, this_op) OR EXISTS (SELECT 1 FROM {s}.ops WHERE op = this_op AND undoes = (o->>'id')::bigint)) THEN
+        AND {s}.swarm_admin(a, this_op) THEN  -- by `token revoke`, or the undo of its create: an admin's, as swarmctl holds both
       RETURN NULL;
     END IF;
     RETURN 'only an admin makes or revokes tokens, by an op';
