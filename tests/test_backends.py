@@ -111,8 +111,12 @@ def test_meta_repo_is_the_url_without_its_password_and_no_output_shows_it(sw, pg
         sw.process("--repo", with_password.replace("/swarm?", "/no_such_db?"), "op", "log", env=env),  # E_NOT_A_REPO
         sw.process("--repo", with_password.replace(f"host={pg_cluster.socket}", "host=/nonexistent"), "op", "log", env=env),
         sw.process("--repo", with_password.replace(f"{pg_cluster.role}:", "nobody:"), "op", "log", env=env),  # E_FORBIDDEN
+        # A scheme in capitals is a URL too (it was taken for a path, and the message showed the
+        # password); a password parameter named in capitals is hidden as one in lower case.
+        sw.process("--repo", with_password.replace("postgresql://", "POSTGRESQL://"), "op", "log", env=env),
+        sw.process("--repo", sw.url + f"&PASSWORD={secret}", "op", "log", env=env),  # libpq knows no PASSWORD
     ]
-    assert [r.exit for r in runs] == [0, 0, 0, 0, 4, 5, 11, 6], [r.stdout for r in runs]
+    assert [r.exit for r in runs] == [0, 0, 0, 0, 4, 5, 11, 6, 0, 2], [r.stdout for r in runs]
     for ran in runs:
         assert secret not in ran.stdout + ran.stderr, ran.transcript()
     assert runs[2].envelope["meta"]["repo"] == sw.url  # the URL as given, less the password

@@ -39,7 +39,7 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 
 def is_url(where: str | Path) -> bool:
     """Is `where` a database server's URL (rather than a local store's path)?"""
-    return isinstance(where, str) and where.startswith(URL_SCHEMES)
+    return isinstance(where, str) and where[:13].lower().startswith(URL_SCHEMES)  # a scheme is any case (RFC 3986)
 
 
 # libpq's variables that carry a password (PGPASSFILE names a file: a path, not a secret).

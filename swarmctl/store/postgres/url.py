@@ -60,8 +60,8 @@ def parse(url: str) -> StoreUrl:
         userinfo, _, hostinfo = netloc.rpartition("@")
         netloc = f"{userinfo.split(':', 1)[0]}@{hostinfo}"
         password = unquote(password)
-    secret_params = [v for k, v in params if k in _SECRET_PARAMS]
-    shown_params = [(k, v) for k, v in params if k not in _SECRET_PARAMS]
+    secret_params = [v for k, v in params if k.lower() in _SECRET_PARAMS]  # ?PASSWORD= is never shown either
+    shown_params = [(k, v) for k, v in params if k.lower() not in _SECRET_PARAMS]
     shown = _join(parts.scheme, netloc, parts.path, shown_params)
     database = unquote(parts.path.lstrip("/")) or None
     return StoreUrl(libpq, schema, shown, password or (secret_params[0] if secret_params else None), database)
