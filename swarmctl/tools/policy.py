@@ -96,7 +96,12 @@ def policy_set(ctx: Context, req: PolicySetReq) -> PolicySetResult:
     that no rule is meant: an empty stdin must not open every door). Setting
     the policy in force again writes nothing (`op` null). The store's first policy raises its
     format to 5, so an older swarmctl refuses the store rather than ignore its policy. `op undo`
-    of the op restores the policy before it."""
+    of the op restores the policy before it.
+
+    The keys, each optional, most of them globs of actors (`*` within a `/` part, `**` across):
+    `admins`; `[[protect]]` `refs` and the `actors` that may move them; `[undo] others` (who may
+    take back another's op); `[approve] actors` and `self`; `[workflow] others`; `[run] actors`
+    and `definitions` (files); `[roles]` (PostgreSQL roles to the actors each may act as)."""
     actor = ctx.require_actor()
     if not req.policy.strip():  # a closed stdin, a file not yet written, a failed download
         raise SwarmError(

@@ -100,6 +100,11 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     store's policy may forbid it (E_FORBIDDEN, nothing created): `[run] actors` (who may run
     workflows) and `[run] definitions` (which files, matched after resolving symlinks). A store
     step that moves a ref protected from the caller fails with E_FORBIDDEN.
+
+    The file: `name` (and `description`), then a `[[step]]` table a step, each with a unique
+    `name` and one kind: `ref_set = { name = "REF", to = "CHANGESET" }`, `ref_delete = { name =
+    "REF" }`, `approval = "what is signed off"` (a gate), or `run = ["PROGRAM", "ARG"]` with
+    optional `rollback = [...]`, `env = { KEY = "${env:NAME}" }` and `timeout_s` (default 600).
     """
     actor = ctx.require_actor()
     path = definition.resolved(ctx.path(req.file).absolute())  # checked, read and run from: one path

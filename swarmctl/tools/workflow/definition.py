@@ -68,7 +68,7 @@ def invalid(message: str, *, step: str | int | None = None, key: str | None = No
         "E_INVALID_ARG",
         message,
         details=details,
-        hint="Fix the workflow file; nothing was run or written. The README's Workflows section shows the format.",
+        hint="Fix the workflow file; nothing was run or written. `swarmctl workflow run --help` (and the README's Workflows section) shows the format.",
     )
 
 
