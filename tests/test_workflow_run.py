@@ -3,11 +3,12 @@ steps, real processes where the test is about processes (kills, terminals)."""
 
 import json
 import os
-import shlex
 import pty
 import re
+import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -562,6 +563,34 @@ def test_a_signal_while_a_finished_rollback_is_saved_comes_once_it_is_saved(sw):
     assert "op undo" not in error["hint"], error["hint"]
     status = kit("workflow", "status", wf, actor=None).result
     assert (status["workflow"]["state"], status["steps"][0]["status"]) == ("rolled_back", "rolled_back"), status
+
+
+def test_a_workflow_run_as_a_step_of_another_has_killed_its_command_when_the_other_kills_it(sw):
+    """SIGTERM to a workflow whose step runs another workflow: both swarmctls took a second's
+    grace, so the outer one killed the inner one just before it killed its own command (another
+    group, out of the outer kill's reach), which ran on with nobody to stop it. The inner one
+    now takes half its parent's grace (SWARMCTL_KILL_GRACE_S, in its environment)."""
+    from swarmctl import pids
+
+    kit = Kit(sw)
+    (kit.dir / "stubborn.sh").write_text('#!/bin/sh\ntrap "" TERM\necho $$ > stubborn.pid\nwhile :; do sleep 0.05; done\n')
+    (kit.dir / "stubborn.sh").chmod(0o755)
+    kit.write('name = "inner"\n[[step]]\nname = "stub"\nrun = ["./stubborn.sh"]\ntimeout_s = 120\n', name="inner.toml")
+    inner = [*swarmctl_argv(), "--repo", kit.repo, "--as", ALICE, "workflow", "run", "inner.toml"]
+    kit.write(f'name = "outer"\n[[step]]\nname = "nested"\nrun = {json.dumps(inner)}\ntimeout_s = 120\n')
+    proc = kit.popen("workflow", "run", "flow.toml")
+    pid_file = kit.dir / "stubborn.pid"
+    deadline = time.monotonic() + WAIT_S
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    stub_group = os.getpgid(int(pid_file.read_text()))
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=WAIT_S)
+    alive = pids.group_alive(stub_group, None)
+    kit.kill_group(stub_group)
+    assert proc.returncode == 130, out
+    assert not alive, "the inner workflow's command outlived SIGTERM to the outer one"
 
 
 @BOTH

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -35,6 +36,10 @@ TAIL_BYTES = 4096
 # secret is hidden whole, never cut in two first (which would leave a part no scrub finds).
 SCRUB_BYTES = 1 << 20
 KILL_GRACE_S = 1.0
+# The grace a swarmctl run as a step's command (a workflow that runs another) takes: half its
+# parent's, given in its environment, so that it has killed its own command's group (another
+# group, which its parent's kill does not reach) before its parent's grace ends and it is killed.
+GRACE_VARIABLE = "SWARMCTL_KILL_GRACE_S"
 # How long a killed command's processes may take to end before swarmctl stops waiting for them
 # (a process stuck in the kernel ignores even SIGKILL until it returns).
 KILLED_GONE_S = 10.0
@@ -120,6 +125,11 @@ def run_command(
 
     started = time.monotonic()
     proc = None
+    child_grace = f"{kill_grace_s() / 2:.3f}"
+    if inherit_env:
+        os.environ[GRACE_VARIABLE] = child_grace  # what it inherits, as it is
+    else:
+        env = {**env, GRACE_VARIABLE: child_grace}
     try:
         try:
             proc = _start(argv, cwd, None if inherit_env else env, group, on_start)
@@ -276,7 +286,7 @@ def _exited(proc: Any, within_s: float) -> bool:
 
 def _kill_group(proc: Any | None, pgid: int) -> KeyboardInterrupt | None:
     """SIGTERM to the command's group (its holder too); SIGKILL to what is left of it once the
-    command ends, or after KILL_GRACE_S; then wait until every process of the group has ended,
+    command ends, or after its grace (`kill_grace_s`); then wait until every process of the group has ended,
     so that a caller (and whoever reads the step next) never sees a killed command still running.
     `proc` None: the command may have started without swarmctl getting its pid (an interrupt
     came while it started); the group's end is waited on instead, and what of it was
@@ -291,10 +301,10 @@ def _kill_group(proc: Any | None, pgid: int) -> KeyboardInterrupt | None:
     try:
         _signal_group(pgid, signal.SIGTERM)
         if proc is None:
-            pids.wait_group_gone(pgid, KILL_GRACE_S)
+            pids.wait_group_gone(pgid, kill_grace_s())
         else:
             try:
-                proc.wait(timeout=KILL_GRACE_S)
+                proc.wait(timeout=kill_grace_s())
             except subprocess.TimeoutExpired:
                 pass
     except KeyboardInterrupt as exc:  # no more grace
@@ -310,6 +320,17 @@ def _kill_group(proc: Any | None, pgid: int) -> KeyboardInterrupt | None:
             return came
         except KeyboardInterrupt as exc:  # killed already: it is waited for all the same
             came = came or exc
+
+
+@lru_cache(maxsize=1)
+def kill_grace_s() -> float:
+    """KILL_GRACE_S, or less where a parent swarmctl said so (GRACE_VARIABLE; read once: this
+    process then sets it for its own commands)."""
+    try:
+        given = float(os.environ.get(GRACE_VARIABLE, ""))
+    except ValueError:
+        return KILL_GRACE_S
+    return min(KILL_GRACE_S, max(0.05, given)) if given > 0 else KILL_GRACE_S
 
 
 def _signal_group(pgid: int, sig: int) -> None:
