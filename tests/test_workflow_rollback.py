@@ -522,7 +522,8 @@ def test_the_output_schema_spells_out_the_blast_radius_and_the_results(kit):
 
 def test_a_rollback_command_that_outlives_its_killed_rollback_is_not_run_twice(sw, kit):
     """kill -9 of a rollback leaves its rollback command running: the step is still `undoing`,
-    and another rollback is refused (E_STATE) until the command ends."""
+    and another rollback is refused (E_REFUSED, the preview's `command_running` blocker) until
+    the command ends."""
     _, wf = kit.run(SLOW_UNDO.replace('["./hang.sh", "undeploy"]', '["./tick.sh", "undeploy"]'))
     first = kit.popen("workflow", "rollback", wf, "--confirm", "--include-completed")
     pgid = kit.wait_for_ticks("undeploy", first)
@@ -537,9 +538,8 @@ def test_a_rollback_command_that_outlives_its_killed_rollback_is_not_run_twice(s
         kit.kill_group(pgid)
     assert status["workflow"]["state"] == "rolling_back"
     assert (status["steps"][1]["status"], status["steps"][1]["command_pid"]) == ("undoing", pgid)
-    assert again.error["code"] == "E_STATE" and again.error["details"] == {
-        "workflow": wf, "step": "deploy", "status": "undoing", "pid": pgid,
-    }
+    assert again.error["code"] == "E_REFUSED", again.stdout
+    assert [(r["code"], r["step"], r["pid"]) for r in again.error["details"]["refusals"]] == [("command_running", "deploy", pgid)]
     assert (kit.dir / "undeploy.pid").read_text() == ticker  # one copy, never a second
     after = kit("workflow", "rollback", wf, "--include-completed").result["blast_radius"]
     assert [(e["step"], e["status"], e["during"]) for e in after["unknown_effects"]] == [("deploy", "interrupted", "rollback")]

@@ -452,10 +452,14 @@ def test_a_command_that_outlives_a_killed_run_is_still_running_and_nothing_runs_
     assert (deploy["status"], deploy["command_pid"], deploy["interrupted_during"]) == ("running", pgid, None)
     assert status["workflow"]["state"] == "running" and status["workflow"]["owner"]["alive"] is False
     assert status["next"] == []  # no retry and no rollback offered while it runs
-    for refused in (retry, rollback, cancel):
+    for refused in (retry, cancel):
         assert refused.exit == 7 and refused.error["code"] == "E_STATE", refused.stdout
         assert "still running" in refused.error["message"] and f"pid {pgid}" in refused.error["message"]
         assert refused.error["details"]["pid"] == pgid and f"kill -TERM -{pgid}" in refused.error["hint"]
+    # A rollback refuses it as its preview's blocker (SPEC 5: E_REFUSED, the refusals; it was E_STATE).
+    assert (rollback.exit, rollback.error["code"]) == (7, "E_REFUSED"), rollback.stdout
+    assert [(r["code"], r["pid"]) for r in rollback.error["details"]["refusals"]] == [("command_running", pgid)]
+    assert f"kill -TERM -{pgid}" in rollback.error["details"]["refusals"][0]["message"]
     assert [(b["code"], b["pid"]) for b in preview["blast_radius"]["blockers"] if b["code"] == "command_running"] == [
         ("command_running", pgid)
     ]

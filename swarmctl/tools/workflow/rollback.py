@@ -40,7 +40,8 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     """Undo the steps of `would_roll_back`, last first, unless something blocks it."""
     actor = ctx.require_actor()
     wf, radius = _assess(ctx, req, actor)
-    guards.no_orphaned_command(wf)
+    # A step's command that outlives its swarmctl is a blocker of the radius (`command_running`):
+    # refused as the preview said, E_REFUSED with the refusals (SPEC 5), not E_STATE.
     _refuse_forbidden(wf, radius, actor)
     _refuse_blocked(wf, radius, req)
     if ctx.refuse_commands is not None and any(isinstance(e.undo, UndoByCommand) for e in radius.blast_radius.would_roll_back):
