@@ -133,6 +133,14 @@ def call_lines_door(sw, *, actor: str = AGENT, fault: str | None = None) -> subp
     )
 
 
+def wait_for_pause(door: subprocess.Popen, flag: Path, within_s: float = 60) -> None:
+    """Until the door waits at its fault point (SWARMCTL_FAULT=...:FLAG writes FLAG there)."""
+    deadline = time.monotonic() + within_s
+    while not flag.exists():
+        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
+        time.sleep(0.01)
+
+
 def lines(*calls: object) -> str:
     return "".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in calls)
 
@@ -531,10 +539,7 @@ def test_an_interrupted_call_lines_prints_what_ended_before_it_then_e_interrupte
         {"tool": "ref_list", "id": 4},
     ))
     door.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not flag.exists():
-        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
-        time.sleep(0.01)
+    wait_for_pause(door, flag)
     door.send_signal(signal.SIGINT)
     try:
         out, err = door.communicate(timeout=60)
@@ -813,11 +818,8 @@ def test_an_interrupt_once_a_call_joined_its_group_interrupts_the_group_it_took_
     door.stdin.write(lines(*({"tool": "ref_set", "arguments": {"name": f"g/{i}", "target": ids["base"], "create": True}, "id": i}
                              for i in (1, 2, 3))))
     door.stdin.flush()
-    deadline = time.monotonic() + 60
     for paused in (1, 2):  # each call of the group stops just after its RELEASE: the first goes on
-        while not flag.exists():
-            assert door.poll() is None and time.monotonic() < deadline, door.communicate()
-            time.sleep(0.01)
+        wait_for_pause(door, flag)
         if paused == 1:
             flag.unlink()
     door.send_signal(signal.SIGINT)  # the second call's savepoint is released: only the group can go
@@ -994,10 +996,7 @@ def test_a_call_interrupted_once_it_joined_its_group_is_answered_with_the_op_its
     door = call_lines_door(sw, fault=f"pause-after-call:{flag}")
     door.stdin.write(lines({"tool": "ref_set", "arguments": {"name": "late", "target": ids["base"], "create": True}, "id": "w"}))
     door.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not flag.exists():
-        assert door.poll() is None and time.monotonic() < deadline, door.communicate()
-        time.sleep(0.01)
+    wait_for_pause(door, flag)
     door.send_signal(signal.SIGINT)
     out, err = door.communicate(timeout=60)
     printed = [json.loads(line) for line in out.splitlines()]
