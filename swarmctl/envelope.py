@@ -182,16 +182,17 @@ def raise_terminated(signum: int, frame: Any) -> None:
 
 
 def terminating_signals() -> tuple[int, ...]:
-    """The signals besides SIGINT that stop a command as Ctrl-C does (SIGHUP only where it is not
-    ignored: `nohup swarmctl ...` goes on when the terminal closes)."""
+    """The signals besides SIGINT that stop a command as Ctrl-C does. Where one is ignored (SIGHUP
+    under `nohup`), whoever takes them leaves it ignored: `nohup swarmctl ...` goes on when the
+    terminal closes."""
     import signal
 
     return (signal.SIGTERM, signal.SIGHUP)
 
 
 def interrupted(exc: KeyboardInterrupt) -> SwarmError:
-    """E_INTERRUPTED for Ctrl-C (SIGINT) or SIGTERM, naming the one that came. What was in
-    flight may have said what it was (`exc.details`, e.g. the workflow and its step)."""
+    """E_INTERRUPTED for Ctrl-C (SIGINT), SIGTERM or SIGHUP, naming the one that came. What was in
+    flight may have said what it was and what to do (`exc.details`, `hint`, `next`: a workflow)."""
     name = exc.signal_name if isinstance(exc, Terminated) else "SIGINT"
     return SwarmError(
         "E_INTERRUPTED",
