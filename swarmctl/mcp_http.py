@@ -461,6 +461,22 @@ def serve(options: Options, sock: Any) -> int:
     AppStatus.disable_automatic_graceful_drain()  # the streams end when `shutdown` says so
 
     class Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """uvicorn's (SIGINT, SIGTERM: stop, drain, then the signal as it would have been), and
+            SIGHUP (a closed terminal) as SIGTERM, unless ignored (`nohup`): left to swarmctl's own
+            handler, it was raised in the event loop, a traceback and no drain."""
+            import signal
+
+            with super().capture_signals():
+                mine = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN
+                previous = signal.signal(signal.SIGHUP, self.handle_exit) if mine else None
+                try:
+                    yield
+                finally:
+                    if mine:
+                        signal.signal(signal.SIGHUP, previous)
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if door.sessions is not None:
