@@ -585,8 +585,9 @@ def test_a_signal_while_the_command_line_is_read_is_e_interrupted_not_a_tracebac
     "args",
     [["-q", "changeset", "create", "-m", os.fsdecode(b"x\xff")], ["-o", "table", "changeset", "create", "-m", os.fsdecode(b"x\xff")],
      ["op", "undo", "banana", "-o", "table"], ["op", "log", "--limt", "3", "--output=table"], ["op", "log", "-n", "abc", "-otable"],
-     ["op", "undo", "banana", "-q"]],
-    ids=["not UTF-8 -q", "not UTF-8 -o table", "-o after the command", "--output= after", "-oVALUE after", "-q after"],
+     ["op", "undo", "banana", "-q"], ["-qo", "table", "ref", "show"], ["-qotable", "ref", "show"]],
+    ids=["not UTF-8 -q", "not UTF-8 -o table", "-o after the command", "--output= after", "-oVALUE after", "-q after",
+         "-qo bundled", "-qotable bundled"],
 )
 def test_an_error_found_before_the_command_line_is_read_is_printed_as_it_asks(sw, store, args):
     """An argument that is not UTF-8 printed the JSON envelope on stdout under -q or -o table,
@@ -595,6 +596,15 @@ def test_an_error_found_before_the_command_line_is_read_is_printed_as_it_asks(sw
     ran = sw("--repo", store, *args)
     assert (ran.exit, ran.stdout) == (2, ""), ran.stdout
     assert ran.stderr.count("E_INVALID_ARG: ") == 1 and "Error: " not in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize("value", ["-otable", "-q", "--output=table"])
+def test_an_options_value_that_looks_like_o_or_q_is_its_value_when_an_error_is_printed(sw, store, value):
+    """`changeset create -m -otable --bogus`: `-otable` is the message, as Click reads it, and the
+    usage error is the JSON envelope on stdout (read from the raw words, it was taken for -o and
+    stdout was left empty)."""
+    ran = sw("--repo", store, "changeset", "create", "-m", value, "--bogus")
+    assert ran.exit == 2 and ran.error["code"] == "E_INVALID_ARG", (ran.stdout, ran.stderr)
 
 
 def test_a_signal_nohup_ignores_is_not_held_as_the_first_of_two():

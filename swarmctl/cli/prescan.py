@@ -97,28 +97,36 @@ def options_given_twice(tool: Tool, args: list[str]) -> list[str]:
     return twice(given)
 
 
-def quiet_given(args: list[str]) -> bool:
-    """-q/--quiet anywhere on the command line (before `--`), for errors found before it is parsed."""
-    words = args[: args.index("--")] if "--" in args else args
-    return any(flag in words for o in GLOBAL_OPTIONS if o.name == "quiet" for flag in o.flags)
-
-
 def printing_as(args: list[str], environ: Mapping[str, str]) -> Globals:
     """The global options that say how an error found before the command line is parsed (or
-    while it is) is printed, read from anywhere on it (before `--`), as `quiet_given`: -q, and
-    the last -o/--output that names a format (else SWARMCTL_OUTPUT's, if it names one)."""
+    while it is) is printed, read from anywhere on it (before `--`) as Click reads them: -q
+    (bundled too: `-qo table`), and the last -o/--output that names a format (else
+    SWARMCTL_OUTPUT's, if it names one). A word an option takes as its value is its value
+    (`-m -otable` is a message), where the option is a global one or the command's own."""
     output = next(o for o in GLOBAL_OPTIONS if o.name == "output")
+    tool = command_in(args)
+    takes_value = set(VALUE_FLAGS) | {flag for flag, (_, value, _) in (_own_flags(tool) if tool else {}).items() if value}
     words = args[: args.index("--")] if "--" in args else args
-    given = [environ.get(output.envvar or "", "")]
-    for i, word in enumerate(words):
-        if word in output.flags and i + 1 < len(words):
-            given.append(words[i + 1])
-        elif word.startswith("--output="):
-            given.append(word.split("=", 1)[1])
-        elif word.startswith("-o") and word not in output.flags and not word.startswith("--"):
-            given.append(word[2:])
+    quiet, given, i = False, [environ.get(output.envvar or "", "")], 0
+    while i < len(words):
+        word = words[i]
+        following = words[i + 1] if i + 1 < len(words) else None
+        if word.startswith("--"):
+            name, joined, value = word.partition("=")
+            quiet = quiet or name == "--quiet"
+            if name in takes_value:
+                given += [value if joined else following] if name in output.flags else []
+                i += 0 if joined else 1
+        elif word.startswith("-") and len(word) > 1:
+            for j, letter in enumerate(word[1:], start=2):  # bundled short flags: -qo table, -otable
+                if f"-{letter}" in takes_value:
+                    given += [word[j:] or following] if f"-{letter}" in output.flags else []
+                    i += 0 if word[j:] else 1
+                    break
+                quiet = quiet or f"-{letter}" == "-q"
+        i += 1
     named = [value for value in given if value in (output.choices or ())]
-    return Globals(quiet=quiet_given(args), output=named[-1] if named else output.default)
+    return Globals(quiet=quiet, output=named[-1] if named else output.default)
 
 
 def command_in(args: list[str]) -> Tool | None:
