@@ -105,7 +105,9 @@ def printing_as(args: list[str], environ: Mapping[str, str]) -> Globals:
     (`-m -otable` is a message), where the option is a global one or the command's own."""
     output = next(o for o in GLOBAL_OPTIONS if o.name == "output")
     tool = command_in(args)
-    takes_value = set(VALUE_FLAGS) | {flag for flag, (_, value, _) in (_own_flags(tool) if tool else {}).items() if value}
+    own = _own_flags(tool) if tool else {}
+    takes_value = set(VALUE_FLAGS) | {flag for flag, (_, value, _) in own.items() if value}
+    flags = takes_value | set(own) | {"-q"}  # Click stops at the first letter of a bundle it does not know
     words = args[: args.index("--")] if "--" in args else args
     quiet, given, i = False, [environ.get(output.envvar or "", "")], 0
     while i < len(words):
@@ -119,6 +121,8 @@ def printing_as(args: list[str], environ: Mapping[str, str]) -> Globals:
                 i += 0 if joined else 1
         elif word.startswith("-") and len(word) > 1:
             for j, letter in enumerate(word[1:], start=2):  # bundled short flags: -qo table, -otable
+                if f"-{letter}" not in flags:
+                    break
                 if f"-{letter}" in takes_value:
                     given += [word[j:] or following] if f"-{letter}" in output.flags else []
                     i += 0 if word[j:] else 1
