@@ -97,3 +97,21 @@ def test_without_the_rule_resume_runs_what_was_stored(sw, backend):
     (kit.dir / "flow.toml").write_text("not toml at all [")
     assert kit("workflow", "resume", wf).result["workflow"]["state"] == "completed"
     assert kit.marks() == ["deploy"]
+
+
+def test_a_workflow_whose_commands_would_run_elsewhere_is_refused_saying_what_to_do(sw, backend):
+    """A workflow an earlier swarmctl started through a symlink kept the symlink's directory as
+    `base_dir` (its `./mark.sh` would run there: another's program), or a role that may write
+    workflow rows set one. Resume refuses it, and says what to do: cancel, and run the file again."""
+    kit, wf = _started(sw)
+    elsewhere = sw.tmp / "elsewhere"
+    elsewhere.mkdir()
+    with tamper(sw.store) as db:
+        db.execute("UPDATE workflows SET base_dir = ? WHERE id = ?", (str(elsewhere), wf))
+    assert kit("workflow", "approve", wf, actor=BOB).exit == 0
+    ran = kit("workflow", "resume", wf)
+    _forbidden(ran, wf)
+    assert f"runs its commands in {elsewhere}" in ran.error["message"], ran.error["message"]
+    assert f"swarmctl workflow cancel {wf}" in ran.error["message"], ran.error["message"]
+    assert kit.marks() == []  # nothing ran
+    assert kit("workflow", "cancel", wf).exit == 0  # the way out it names

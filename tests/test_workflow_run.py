@@ -144,6 +144,12 @@ def test_workflow_run_dash_says_it_reads_a_file_not_stdin(sw):
     assert ran.error["message"].startswith("workflow run reads a file, not stdin (`-`)")
     assert "workflow run flow.toml" in ran.error["hint"]
     assert kit("workflow", "list", actor=None).result["workflows"] == []
+    # Under `[run] definitions` too: the policy is asked of the file, and `-` is none (it was
+    # E_FORBIDDEN, "./- is not a workflow definition this store runs").
+    (kit.dir / "policy.toml").write_text(f'[run]\ndefinitions = ["{kit.dir.resolve()}/*.toml"]\n')
+    assert kit("policy", "set", "policy.toml").exit == 0
+    ran = kit.process("workflow", "run", "-")
+    assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and "not stdin" in ran.error["message"], ran.stdout
 
 
 def test_a_store_steps_target_is_checked_before_anything_is_created(sw):

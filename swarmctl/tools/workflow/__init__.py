@@ -107,7 +107,9 @@ def workflow_run(ctx: Context, req: WorkflowRunReq) -> WorkflowStatus:
     optional `rollback = [...]`, `env = { KEY = "${env:NAME}" }` and `timeout_s` (default 600).
     """
     actor = ctx.require_actor()
-    path = definition.resolved(ctx.path(req.file).absolute())  # checked, read and run from: one path
+    given = ctx.path(req.file).absolute()
+    definition.refuse_stdin(given)
+    path = definition.resolved(given)  # checked, read and run from: one path
     store = ctx.store()
     with store.read() as conn:  # before the file is read: what an error about it says shows what it holds
         rules.refuse(rules.may_run(policies.current(conn), actor, str(path)))

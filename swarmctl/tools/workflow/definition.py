@@ -87,6 +87,19 @@ def _unknown_key(key: str, allowed: set[str], *, before: str = "", after: str = 
 # --- reading a file ------------------------------------------------------------------------
 
 
+def refuse_stdin(path: Path) -> None:
+    """`workflow run -` where there is no file `-`: as `policy set -` and `call TOOL -` read stdin,
+    it was meant to, and is told why it does not (before the policy is asked of a file `-`)."""
+    if path.name == "-" and not path.exists():
+        raise SwarmError(
+            "E_INVALID_ARG",
+            "workflow run reads a file, not stdin (`-`): the workflow keeps the file's path, its "
+            "commands run in the file's directory, and the policy's `[run] definitions` names files",
+            details={"file": str(path)},
+            hint="Save the definition to a file and run that: `swarmctl workflow run flow.toml`. Nothing was run.",
+        )
+
+
 def resolved(path: Path) -> Path:
     """The definition file `path` names, symlinks followed: what a run checks against the policy,
     reads (`load(..., follow=False)`, so that a symlink swapped in since is not followed) and runs
@@ -103,14 +116,7 @@ def load(path: Path, *, follow: bool = True) -> dict[str, Any]:
     except limits.NotRegularFile as exc:  # a FIFO would hold the read (and a server's thread) until a writer came
         raise invalid(f"workflow file {path} is {exc.args[0]}, not a regular file", file=str(path)) from None
     except FileNotFoundError:
-        if path.name == "-":  # `workflow run -`, as `policy set -` and `call TOOL -` read stdin
-            raise SwarmError(
-                "E_INVALID_ARG",
-                "workflow run reads a file, not stdin (`-`): the workflow keeps the file's path, its "
-                "commands run in the file's directory, and the policy's `[run] definitions` names files",
-                details={"file": str(path)},
-                hint="Save the definition to a file and run that: `swarmctl workflow run flow.toml`. Nothing was run.",
-            ) from None
+        refuse_stdin(path)
         raise invalid(f"no workflow file {path}", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise invalid(f"cannot read workflow file {path}: {exc}", file=str(path)) from None

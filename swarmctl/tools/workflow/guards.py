@@ -172,7 +172,9 @@ def definition_refusal(policy: rules.Policy | None, actor: str, wf: Workflow) ->
         why = f"workflow {wf.id} was defined by {path}, which is not a workflow definition this store runs"
         return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
     if Path(wf.base_dir).resolve() != path.parent:  # its commands would run elsewhere: `./deploy.sh` another's
-        why = f"workflow {wf.id} runs its commands in {wf.base_dir}, not in the directory of its definition {path}"
+        why = (f"workflow {wf.id} runs its commands in {wf.base_dir}, not in the directory of its definition {path} "
+               "(it was started through a symlink by an earlier swarmctl, which ran commands where the symlink was; "
+               f"they run only where the definition is now): `swarmctl workflow cancel {wf.id}`, then run {path} again")
         return rules.Refusal("run.definitions", actor, why, policy.run_definitions, subject)
     try:
         defined = definition.load(path)
