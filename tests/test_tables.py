@@ -419,3 +419,17 @@ def test_a_schemas_descriptions_read_as_prose_in_a_table(sw):
     ran = sw("-o", "table", "schema", "UndoReq", env={"COLUMNS": "200"})
     assert ran.exit == 0 and "\\x0a" not in ran.stdout, ran.stdout
     assert "before, by compare-and-swap, in one transaction" in ran.stdout, ran.stdout
+
+
+def test_a_refusal_the_error_message_already_says_is_not_listed_again():
+    """A rollback forbidden by the policy says its one refusal in its message: the table listed
+    it a second time under it."""
+    from swarmctl.cli import tables
+
+    said = "agent/a may not roll back workflow wf-1: only human/* may"
+    envelope = {"ok": False, "op": "workflow_rollback", "api": 1, "meta": {}, "error": {
+        "code": "E_FORBIDDEN", "message": f"rollback of workflow wf-1 forbidden by the store's policy: {said}",
+        "details": {"refusals": [{"code": "forbidden", "message": said}, {"code": "unknown_effects", "message": "step x: unknown"}]},
+        "hint": None, "next": None}}
+    text = tables.render(envelope, color=False)
+    assert text.count(said) == 1 and "  unknown_effects: step x: unknown" in text, text

@@ -54,7 +54,7 @@ def render(
         # Each of `store check`'s problems (not "and 2 more"), and of a rollback's refusals (what
         # to do about each is said there: `--acknowledge-unknown-effects STEP`).
         for problem in [*(details.get("problems") or []), *(details.get("refusals") or [])]:
-            if isinstance(problem, dict):
+            if isinstance(problem, dict) and str(problem.get("message")) not in error["message"]:  # not said twice
                 console.print(f"  {problem.get('code')}: {problem.get('message')}", soft_wrap=True)
         if error.get("hint"):
             console.print(f"[dim]hint:[/] {error['hint']}", soft_wrap=True)
