@@ -53,8 +53,9 @@ def render(
         details = error.get("details") or {}
         # Each of `store check`'s problems (not "and 2 more"), and of a rollback's refusals (what
         # to do about each is said there: `--acknowledge-unknown-effects STEP`).
-        for problem in [*(details.get("problems") or []), *(details.get("refusals") or [])]:
-            if isinstance(problem, dict) and str(problem.get("message")) not in error["message"]:  # not said twice
+        refusals = [r for r in details.get("refusals") or [] if isinstance(r, dict) and str(r.get("message")) not in error["message"]]
+        for problem in [*(details.get("problems") or []), *refusals]:  # a refusal the message says: not twice
+            if isinstance(problem, dict):
                 console.print(f"  {problem.get('code')}: {problem.get('message')}", soft_wrap=True)
         if error.get("hint"):
             console.print(f"[dim]hint:[/] {error['hint']}", soft_wrap=True)
