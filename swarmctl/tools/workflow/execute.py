@@ -169,7 +169,8 @@ class Executor:
 
     @contextmanager
     def _stopped_at(self, step: Step, during: str) -> Iterator[None]:
-        """The step under way within (what an error names: `_lost_as_error`, `_interrupted`)."""
+        """The step under way within (what an error names: `_lost_as_error`, and an interrupt's
+        envelope: guards.interrupted_workflow reads `in_flight` off it)."""
         self._at = {"step": step.name, "during": during}
         try:
             yield
@@ -177,24 +178,13 @@ class Executor:
             exc.in_flight = self._at  # type: ignore[attr-defined]
             raise
 
-    @contextmanager
-    def _interrupted(self, phase: str) -> Iterator[None]:
-        """Ctrl-C or SIGTERM within: the E_INTERRUPTED envelope names this workflow, the step
-        under way (if one was) and what to do (`envelope.interrupted` reads them off the
-        KeyboardInterrupt), before a step as within one."""
-        try:
-            yield
-        except KeyboardInterrupt as exc:
-            guards.name_the_interrupted(exc, self.wf.id, getattr(exc, "in_flight", None), phase)
-            raise
-
     # --- running forward ---------------------------------------------------------------------
 
     def run(self) -> Step | None:
         """Run the pending steps in order. Returns the step that failed, or None; the workflow
         ends `completed`, `awaiting_approval` (at a gate not yet approved) or `failed`."""
-        with self._interrupted("run"), self._lost_as_error(), self.commands, process.terminate_as_interrupt(), \
-                self._saving_the_last():
+        with guards.interrupted_workflow(self.wf.id, "run"), self._lost_as_error(), self.commands, \
+                process.terminate_as_interrupt(), self._saving_the_last():
             return self._run()
 
     def _run(self) -> Step | None:
@@ -363,8 +353,8 @@ class Executor:
         """Undo each step of `would_roll_back`, in that order; a failed undo does not stop the
         rest. Returns one result per step; the last one's outcome is saved by `release`, which
         must follow."""
-        with self._interrupted("rollback"), self._lost_as_error(), self.commands, process.terminate_as_interrupt(), \
-                self._saving_the_last():
+        with guards.interrupted_workflow(self.wf.id, "rollback"), self._lost_as_error(), self.commands, \
+                process.terminate_as_interrupt(), self._saving_the_last():
             return self._roll_back(entries)
 
     def _roll_back(self, entries: list[RollbackEntry]) -> list[UndoResult]:

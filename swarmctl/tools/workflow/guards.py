@@ -227,11 +227,13 @@ def name_the_interrupted(exc: KeyboardInterrupt, wf_id: str, at: dict[str, str] 
 
 @contextmanager
 def interrupted_workflow(wf_id: str, phase: str) -> Iterator[None]:
-    """Ctrl-C or SIGTERM within, once workflow `wf_id` exists (before its executor runs, or after
-    it returned): named as the executor names one (`name_the_interrupted`), unless it was."""
+    """Ctrl-C or SIGTERM within, once workflow `wf_id` exists (around its executor's run or
+    rollback, and around what comes before and after it): the E_INTERRUPTED envelope names the
+    workflow, the step under way (`in_flight`, set by the executor), and what to do
+    (`name_the_interrupted`; named once, by the innermost)."""
     try:
         yield
     except KeyboardInterrupt as exc:
         if not getattr(exc, "details", None):
-            name_the_interrupted(exc, wf_id, None, phase)
+            name_the_interrupted(exc, wf_id, getattr(exc, "in_flight", None), phase)
         raise
