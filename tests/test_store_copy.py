@@ -109,7 +109,7 @@ def test_fence_marks_the_source_moved_reads_go_on(sw):
     local = str(sw.tmp / "local")
     sw.ok("--as", ALICE, "init", local)
     sw.ok("--repo", local, "--as", ALICE, "changeset", "create", "-m", "one", "--ref", "main")
-    done = sw.ok("store", "copy", "--fence", local, sw.url)
+    done = sw.ok("--as", ALICE, "store", "copy", "--fence", local, sw.url)
     assert done["fenced"] is True
     refused = sw("--repo", local, "--as", ALICE, "changeset", "create", "-m", "two", "--ref", "main")
     assert (refused.exit, refused.error["code"]) == (7, "E_STATE")
@@ -135,6 +135,20 @@ def _keys_and_indexes(url: str) -> list[tuple]:
         conn.close()
     schema = parse(url).schema
     return [tuple(k) for k in keys] + [(n, d.replace(f" {schema}.", " ")) for n, d in indexes]
+
+
+def test_a_fence_needs_an_identity_and_without_one_nothing_is_copied_or_fenced(sw):
+    """A fence stops every writer of the source: without --as it was made as "system/store-copy",
+    a name no one gave, which a policy's admin glob (`system/*`) let through."""
+    local = str(sw.tmp / "local")
+    sw.ok("--as", ALICE, "init", local)
+    refused = sw("store", "copy", "--fence", local, sw.url)
+    assert (refused.exit, refused.error["code"]) == (6, "E_IDENTITY_REQUIRED"), refused.stdout
+    assert "--fence" in refused.error["message"]
+    missing = sw("--repo", sw.url, "op", "log")
+    assert missing.error["code"] == "E_NOT_A_REPO"  # no copy made
+    assert sw.ok("--repo", local, "--as", ALICE, "changeset", "create", "-m", "x", "--ref", "main")["op"] == 2
+    assert sw.ok("store", "copy", local, sw.url)["fenced"] is False  # a plain copy changes only the new store
 
 
 def test_the_copy_has_every_key_and_index_a_new_store_has(sw, pg_cluster):

@@ -146,9 +146,14 @@ def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
     files, transactions, workflows with their steps. The copy's `op log` is the source's. The
     destination must not hold a store yet; it is written in one transaction, all or nothing.
     With `--fence` the source is read under its write lock and marked as moved: later writes to
-    it are refused with E_STATE naming DST, reads keep working. This is how a team moves a store
-    to a database server when it outgrows one machine."""
+    it are refused with E_STATE naming DST, reads keep working; a fence changes the source, so
+    it needs --as, as a write does. This is how a team moves a store to a database server
+    when it outgrows one machine."""
     from swarmctl.store.copy import TABLES, copy_store
+
+    # A fence stops every writer of the source: made as someone, never as a name made up here
+    # (which a policy's admin glob could match). A plain copy changes no store but the new one.
+    actor = ctx.require_actor("a fence (--fence) changes the source store") if req.fence else ctx.actor
 
     done = {"n": 0}
 
@@ -165,7 +170,7 @@ def store_copy(ctx: Context, req: StoreCopyReq) -> StoreCopyResult:
 
     src, dst, copied = copy_store(
         ctx.locate(req.source), ctx.locate(req.destination),
-        actor=ctx.actor or "system/store-copy", fence=req.fence, progress=progress, may_fence=may_fence,
+        actor=actor or "system/store-copy", fence=req.fence, progress=progress, may_fence=may_fence,
     )
     ctx.adopt(dst)
     src.close()
