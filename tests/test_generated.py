@@ -190,6 +190,24 @@ def _bash_quote(word: str) -> str:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_op_undo_completes_the_ops_an_undo_takes_back_not_only_ref_moves(sw, generated):
+    """A change of the policy and a token's creation are undone as ref moves are (`op undo 7`
+    puts back the policy before it; `op undo 8` revokes the token): completion offered only ops
+    that moved a ref. A revocation, which is final, and a token revoked since are not offered."""
+    build_golden_store(sw)
+    (sw.tmp / "policy.toml").write_text('admins = ["human/*"]\n')
+    repo = ["--repo", str(sw.store), "--as", ALICE]
+    assert sw.ok(*repo, "policy", "set", str(sw.tmp / "policy.toml"))["op"] == 7
+    assert sw.ok(*repo, "token", "create", AGENT)["op"] == 8
+    assert sw.ok(*repo, "token", "create", "agent/other")["op"] == 9
+    assert sw.ok(*repo, "token", "revoke", "9")["op"] == 10
+    offered = _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "undo"], cwd=sw.tmp)
+    assert offered == ["8", "7", "6", "5", "4", "3", "2", "@"]
+    assert sw.ok(*repo, "op", "undo", "8", "--dry-run")["op"] is None  # what is offered is undone
+    assert sw.ok(*repo, "op", "undo", "7", "--dry-run")["op"] is None
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_op_undo_with_the_stores_ops(sw, generated):
     build_golden_store(sw)
     offered = _bash_complete(generated, ["swarmctl", "--repo", str(sw.store), "op", "undo"], cwd=sw.tmp)

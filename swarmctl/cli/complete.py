@@ -37,16 +37,16 @@ def _one_line(description: str) -> str:
 
 def _ops(ctx: typer.Context, incomplete: str, undoable: bool = False) -> Iterator[tuple[str, str]]:
     """The newest ops whose number starts with what is typed. `undoable` (`op undo`'s): only
-    those that moved a ref and are not taken back now (one that moved none, `init` or a
-    changeset's create, is E_NOTHING_TO_UNDO; one taken back, a replay)."""
+    those an undo would take back now (tools/undo.py's `undoable`)."""
     from swarmctl.store import queries
 
     store = _store(ctx)
     with store.read() as conn:
         rows = queries.ops_numbered(conn, incomplete, limit=200 if undoable else 50)
         if undoable:
-            numbers = [row.op for row in rows]
-            kept = queries.moved_refs(conn, numbers).difference(queries.undos_in_effect(conn, numbers))
+            from swarmctl.tools.undo import undoable as undoable_ops
+
+            kept = undoable_ops(conn, [row.op for row in rows])
             rows = [row for row in rows if row.op in kept][:50]
     for op, actor, description in rows:
         yield str(op), f"{actor}: {description}"

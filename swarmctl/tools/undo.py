@@ -150,6 +150,25 @@ def _undo(
     )
 
 
+def undoable(conn: Conn, ops: list[int]) -> set[int]:
+    """Those of `ops` an undo would take back now, as `_undo` decides (shell completion's
+    candidates for `op undo`): an op that moved a ref, changed the policy, or made a token not
+    revoked since; not one taken back already (its undo would be a replay), nor one that moved
+    nothing (E_NOTHING_TO_UNDO) or revoked a token (final). Whether the refs are still as it
+    left them, and whether the actor may, is the undo's to say."""
+    taken_back = queries.undos_in_effect(conn, ops)
+    found = queries.moved_refs(conn, ops)
+    others = [op for op in ops if op not in found and op not in taken_back]
+    for record in records.op_records(conn, others) if others else []:
+        if record.kind == "token_create":
+            token = tokens.get(conn, record.op)
+            if token is not None and token.revoked_at is None:
+                found.add(record.op)
+        elif record.kind in ("policy_set", "undo") and policies.made_by(conn, record.op) is not None:
+            found.add(record.op)
+    return found.difference(taken_back)
+
+
 def refuse_forbidden_undo(conn: Conn, actor: str, target: int, op_actor: str, refs: list[str]) -> None:
     """E_FORBIDDEN if the store's policy forbids `actor` to take back op `target` (made by
     `op_actor`) or to move its refs back; asked before any compare-and-swap, so forbidden wins
