@@ -184,7 +184,7 @@ class Batch:
             return False
         self._pending.append(envelope)
         stopping = self.stop_on_error and not envelope["ok"]
-        full = len(self._pending) >= GROUP_CALLS or time.monotonic() - self._opened >= GROUP_SECONDS
+        full = len(self._pending) >= GROUP_CALLS or self._age() >= GROUP_SECONDS
         if stopping or full or not self.stores.grouping:
             return self.flush() and not stopping
         return True
@@ -209,7 +209,7 @@ class Batch:
     def flush(self) -> bool:
         """Commit the open group, then emit its envelopes; False when the reader is gone. Then
         leave the store's write lock free for a fifth of the time the group held it."""
-        held = time.monotonic() - self._opened if self.stores.grouping else 0.0
+        held = self._age() if self.stores.grouping else 0.0
         with stopping.interrupts_held():  # a Ctrl-C or SIGTERM now comes once every committed call is answered
             lost = self.stores.end_groups()
             self._group_lost = lost is not None
@@ -229,6 +229,11 @@ class Batch:
             time.sleep(held * FAIR_SHARE)
         return True
 
+    def _age(self) -> float:
+        """The seconds since the open group's first call, less any a test held this process at a
+        fault point (faults.stopped_s): a group under test is the group it would be."""
+        return time.monotonic() - faults.stopped_s() - self._opened
+
     def _deliver(self, envelope: dict[str, Any]) -> bool:
         if self.emit(envelope):
             return True
@@ -243,7 +248,7 @@ class Batch:
             if not self.flush():
                 raise _ReaderGone
         elif not self.stores.grouping:
-            self.stores.grouping, self._opened = True, time.monotonic()
+            self.stores.grouping, self._opened = True, time.monotonic() - faults.stopped_s()
 
 
 class _ReaderGone(Exception):

@@ -10,6 +10,14 @@ from pathlib import Path
 
 _ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids", "pause-after-call")
 _paused: set[str] = set()
+_stopped_s = [0.0]  # the seconds this process has waited at fault points
+
+
+def stopped_s() -> float:
+    """The seconds this process has waited at fault points so far (0.0 unless a test paused it):
+    a clock that measures how long work took (`call --lines`'s group) leaves them out, so a
+    test that holds a process at a point does not change what it tests, however long it holds."""
+    return _stopped_s[0]
 
 
 def _fault(action: str) -> str | None:
@@ -32,9 +40,12 @@ def _wait_at(path: str) -> None:
     # before the sleep began (a test sends it the moment PATH appears) does not end the sleep,
     # and is handled only when the sleep ends. One sleep of an hour hung such a test, seen on
     # a busy machine; here it is handled within 50 ms.
-    deadline = time.monotonic() + 3600
-    while Path(path).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    started = time.monotonic()
+    try:
+        while Path(path).exists() and time.monotonic() < started + 3600:
+            time.sleep(0.05)
+    finally:
+        _stopped_s[0] += time.monotonic() - started
 
 
 def pause_before_pids() -> None:
