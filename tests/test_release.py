@@ -137,6 +137,9 @@ def _install(dist: Dist, base: Path) -> None:
             "PIPX_HOME": str(base / "pipx" / "home"),
             "PIPX_BIN_DIR": str(local / "bin"),
             "PIPX_MAN_DIR": str(local / "share" / "man"),
+            # pipx 1.18 links completion scripts too, by default under the real ~/.local/share:
+            # links into this test's directory, left dangling in the user's home once it is gone.
+            "PIPX_COMPLETION_DIR": str(local / "share"),
             "PIPX_SHARED_LIBS": str(base / "pipx" / "shared"),
         }
         pipx_run = subprocess.Popen(

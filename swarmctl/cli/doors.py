@@ -264,7 +264,8 @@ COMPLETION_HELP = """Print the completion script for SHELL (bash, zsh or fish) o
 
 The script is the one the wheel installs under share/ (and completions/ holds in a checkout):
 on TAB it asks swarmctl what to offer, so `swarmctl op undo <TAB>` offers the store's recent
-ops with their descriptions, and ref, workflow and tool names where those are asked for.
+ops it can take back (with their descriptions in zsh and fish), and ref, workflow and tool
+names where those are asked for.
 Load it in the shell's start-up file: bash `eval "$(swarmctl completion bash)"` in ~/.bashrc;
 zsh `eval "$(swarmctl completion zsh)"` in ~/.zshrc after compinit; fish
 `swarmctl completion fish > ~/.config/fish/completions/swarmctl.fish` once.
