@@ -256,7 +256,14 @@ def test_refused_when_completed_unless_included(sw, kit, golden):
     ran = refused(kit, wf)
     assert sw.transcript(ran) == golden
     assert [r["code"] for r in ran.error["details"]["refusals"]] == ["completed_not_included"]
-    assert kit("workflow", "rollback", wf, "--confirm", "--include-completed").result["state"] == "rolled_back"
+    # Its `next` is the way on, the preview that includes the completed steps (it was the same
+    # preview without, which showed the same refusal and no `next`); that preview's `next`
+    # confirms it, and the preview without says so too.
+    preview = sw.ok(*ran.error["next"]["argv"][1:], cwd=kit.dir)
+    assert preview["next"]["arguments"]["confirm"] is True and preview["next"]["arguments"]["include_completed"] is True
+    plain = kit("workflow", "rollback", wf).result
+    assert plain["next"] == ran.error["next"] and shlex.join(plain["next"]["argv"]) in plain["hint"]
+    assert sw.ok(*preview["next"]["argv"][1:], cwd=kit.dir)["state"] == "rolled_back"
 
 
 def test_a_refusal_in_a_table_says_each_refusal_and_what_to_do(kit):

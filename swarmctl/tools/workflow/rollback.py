@@ -30,10 +30,23 @@ def preview(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     """What a rollback would do, and (when nothing blocks it) the call that confirms it."""
     wf, radius = _assess(ctx, req, ctx.actor or "")
     confirm = None if radius.blast_radius.blockers else confirm_call(wf.id, req, radius.preview_id)
+    including = _including_completed(wf.id, req, radius)
+    hint = _preview_hint(radius, confirm)
+    if including is not None:
+        hint += f" The workflow completed: preview its rollback with `{shlex.join(including['argv'])}`."
     return WorkflowRollbackResult(
         action="preview", preview_id=radius.preview_id, blast_radius=radius.blast_radius,
-        hint=_preview_hint(radius, confirm), next=confirm, state=None, results=None, acknowledged=None,
+        hint=hint, next=confirm or including, state=None, results=None, acknowledged=None,
     )
+
+
+def _including_completed(wf_id: str, req: WorkflowRollbackReq, radius: Radius) -> dict[str, Any] | None:
+    """Where the one blocker is that the workflow completed, the preview that includes it
+    (`--include-completed`), which the caller reviews before confirming; else None."""
+    codes = {b.code for b in radius.blast_radius.blockers}
+    if codes != {"completed_not_included"}:
+        return None
+    return calls.ROLLBACK.call(workflow=wf_id, **{**_flags(req), "include_completed": True})
 
 
 def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
@@ -140,7 +153,7 @@ def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> N
             f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
             details={"workflow": wf.id, "preview_id": radius.preview_id, "refusals": plain(blockers)},
             hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=preview_call(wf.id, req),
+            next=_including_completed(wf.id, req, radius) or preview_call(wf.id, req),
         )
 
 
