@@ -63,6 +63,24 @@ def test_refused_when_the_store_moved_after_the_preview(sw, golden):
     assert sw.transcript(refused) == golden
 
 
+def test_a_ref_moved_since_and_back_is_no_conflict(sw):
+    """A ref made and deleted after the preview (null then, null now), or set away and back,
+    names what the preview saw: `details.conflicts` listed it, expected equal to actual."""
+    build_golden_store(sw)
+    preview = sw.ok(*as_(sw, ALICE), "op", "restore", "4")
+    main = refs(sw.store)["main"]
+    sw.ok(*as_(sw, AGENT), "ref", "set", "--create", "scratch", "main")  # 7
+    sw.ok(*as_(sw, AGENT), "ref", "delete", "scratch")  # 8
+    sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Hotfix", "--ref", "main")  # 9
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", main)  # 10: main back where it was
+    sw.ok(*as_(sw, AGENT), "changeset", "create", "-m", "Docs", "--ref", "docs")  # 11: a conflict
+    refused = sw(*preview["next"]["argv"][1:])
+    assert (refused.exit, refused.error["code"]) == (3, "E_CAS_MISMATCH")
+    conflicts = refused.error["details"]["conflicts"]
+    assert [(c["name"], c["expected"], c["moved_by"]) for c in conflicts] == [("docs", None, [11])], conflicts
+    assert refused.error["details"]["ops_since"] == [7, 8, 9, 10, 11]
+
+
 def test_an_expected_head_past_the_newest_op_is_no_op_yet_not_a_store_that_moved(sw):
     """`--expect-head 70` on a store whose newest op is 6 said "the store moved since the
     preview: its newest op is 6, not 70 (no op since)": it did not move, and no op 70 exists."""

@@ -166,9 +166,12 @@ def _moved_since(conn: Conn, target: int, refs: list[str], expected: int, head: 
     """E_CAS_MISMATCH: the store's newest op is not the one the preview saw."""
     since = reverts.ops_after(conn, expected, _OPS_SINCE_SHOWN) if expected < head else []
     moved = [n for n in reverts.refs_moved_after(conn, expected) if not refs or n in refs] if expected < head else []
+    # A ref moved since and back (made and deleted, or set away and back) is no conflict: it
+    # names what the preview saw.
     found = [
-        conflicts.Conflict(n, reverts.ref_target_after(conn, n, expected), queries.ref_target(conn, n), queries.moves_after(conn, n, expected))
+        conflicts.Conflict(n, was, now, queries.moves_after(conn, n, expected))
         for n in moved
+        if (was := reverts.ref_target_after(conn, n, expected)) != (now := queries.ref_target(conn, n))
     ]
     ops = f"op(s) {', '.join(map(str, since))}{', ...' if head - expected > len(since) else ''}" if since else "no op"
     said = (f"the store moved since the preview: its newest op is {head}, not {expected} ({ops} since)" if expected < head
