@@ -100,6 +100,27 @@ def test_secrets_taken_from_the_environment_are_accepted_passed_and_never_shown(
     assert shown["env"] == {"DB_URL": "postgres://app:***@db/x"}
 
 
+def test_a_shell_that_reads_a_secret_from_its_environment_holds_no_literal_secret(sw):
+    """`sh -c 'echo token=$API_TOKEN'` with API_TOKEN from the environment was refused as "passes
+    a literal secret": the shell reads the value as it runs, and the definition holds none. A
+    value with anything beside the variable is still a literal."""
+    kit = Kit(sw)
+    ran, _ = kit.run(
+        """\
+        name = "w"
+        [[step]]
+        name = "call"
+        run = ["sh", "-c", "echo token=$API_TOKEN > marks.log; echo \\"Authorization: Bearer $API_TOKEN\\" >> marks.log"]
+        env = { API_TOKEN = "${env:MYTOK}" }
+        """,
+        env={"MYTOK": SECRET},
+    )
+    assert ran.exit == 0, ran.stdout
+    assert (kit.dir / "marks.log").read_text().splitlines() == [f"token={SECRET}", f"Authorization: Bearer {SECRET}"]
+    refused = kit("workflow", "run", str(kit.write('name = "w"\n[[step]]\nname = "a"\nrun = ["sh", "-c", "echo token=abc$X"]\n')))
+    assert (refused.exit, refused.error["code"]) == (2, "E_INVALID_ARG") and "literal secret" in refused.error["message"]
+
+
 def test_toml_syntax_errors_and_missing_files_are_invalid_arguments(sw):
     kit = Kit(sw)
     kit.write('name = "w"\n[[step]\n')

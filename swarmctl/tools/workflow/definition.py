@@ -254,7 +254,8 @@ def _argv(value: Any, step: str, key: str) -> list[str]:
     for i, a in enumerate(value):
         _check_references(a, step, f"{key}[{i}]")
     for i, span in secrets.argv_secrets(value):
-        if not only_references(value[i][span.start : span.end]):
+        given = value[i][span.start : span.end]
+        if not only_references(given) and not _SHELL_VARIABLE.fullmatch(given):
             raise invalid(
                 f"step {step}: `{key}` passes a literal secret (for {span.key!r}); take it from the environment "
                 f"with ${{env:NAME}} so that it is never stored",
@@ -319,6 +320,11 @@ def _check_references(text: str, step: str, key: str) -> None:
 def references(text: str) -> list[str]:
     """The environment variables `text` refers to, in order."""
     return [m.group(1) for m in _REFERENCE.finditer(text) if m.group(1)]
+
+
+# A secret's value that is a shell variable alone (`sh -c 'curl -u "me:$TOKEN"'`): the shell
+# reads it from the command's environment as it runs, so no value is in the definition.
+_SHELL_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 def only_references(text: str) -> bool:
