@@ -66,7 +66,8 @@ def _main_page(root: Any, commands: list[tuple[tuple[str, ...], Any]]) -> str:
     out += [".SH COMMANDS"]
     for path, command in commands:
         out += [".TP", rf"\fB{_esc(' '.join(path))}\fR", _text(command.short_help or ""), f"See {_ref(path)}."]
-    out += [".SH GLOBAL OPTIONS", ".PP", "Given before the command, e.g. " + _code("swarmctl --repo ./store op log") + "."]
+    out += [".SH GLOBAL OPTIONS", ".PP", "Given before the command, e.g. " + _code("swarmctl --repo ./store op log")
+            + ", or after it (but for " + _code("call") + ", whose words are its own and the tool's)."]
     out += _options(root)
     out += _output_section(None) + _exit_status() + _environment(root) + _examples(())
     out += [".SH SEE ALSO", ",\n".join(_ref(path) for path, _ in commands)]
@@ -124,7 +125,9 @@ def _output_section(tool: Any) -> list[str]:
     out = [".SH OUTPUT", ".PP"]
     if tool is None:
         out += [
-            _text("Every command prints exactly one JSON envelope on stdout, on success and on failure:"),
+            _text("Every command prints one JSON envelope on stdout, on success and on failure (the exceptions: "
+                  "`-q` prints nothing there, `-o table` prints a table and an error on stderr, `-o jsonl` a record "
+                  "a line, `call --lines` an envelope a call, and `--help`, `--version` and completion what they say):"),
             ".PP",
             ".RS",
             ".nf",

@@ -1,5 +1,5 @@
-"""Tokens: bearer tokens that name actors, for `swarmctl mcp --http`. CLI-only: until a store
-policy says who may manage tokens, any token holder could otherwise mint one for anyone."""
+"""Tokens: bearer tokens that name actors, for `swarmctl mcp --http`. CLI-only, with a store
+policy too: over MCP a token holder could mint one for anyone (a policy's admins make them)."""
 
 from __future__ import annotations
 
