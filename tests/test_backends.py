@@ -162,7 +162,7 @@ def test_errors_of_a_server_store(sw, pg_cluster):
     assert (no_schema.exit, no_schema.error["code"]) == (5, "E_NOT_A_REPO")
     # The hint's command runs as written: the URL quoted, or a shell would take its `&` as the
     # end of a command run in the background (`swarmctl init URL` of the default schema).
-    assert f"`swarmctl init {shlex.quote(sw.url)}`" in no_schema.error["hint"] and "&" in sw.url, no_schema.error["hint"]
+    assert f"`swarmctl --as ACTOR init {shlex.quote(sw.url)}`" in no_schema.error["hint"] and "&" in sw.url, no_schema.error["hint"]
     unreachable = sw("--repo", sw.url.replace(f"host={pg_cluster.socket}", "host=/nonexistent"), "op", "log")
     assert (unreachable.exit, unreachable.error["code"]) == (11, "E_UNAVAILABLE")
     refused = sw("--repo", sw.url.replace(f"{pg_cluster.role}@", "nobody@"), "op", "log")

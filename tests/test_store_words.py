@@ -84,6 +84,9 @@ def test_the_store_raises_typed_lookups_and_tools_word_them(sw):
 
 def test_the_runner_words_a_missing_store(sw):
     error = common.worded(NoStore(sw.tmp / "nowhere"))
-    assert error.code == "E_NOT_A_REPO" and "`swarmctl init PATH`" in error.hint
+    assert error.code == "E_NOT_A_REPO" and "`swarmctl --as ACTOR init PATH`" in error.hint
     ran = sw("--repo", str(sw.tmp / "nowhere"), "op", "log")
     assert (ran.exit, ran.error["code"], ran.error["hint"]) == (5, "E_NOT_A_REPO", error.hint)
+    # The command it gives runs, once ACTOR and PATH are filled in (`init` needs --as: without
+    # it, the hint's command was E_IDENTITY_REQUIRED).
+    assert sw.ok("--as", "human/alice", "init", str(sw.tmp / "nowhere"))["op"] == 1

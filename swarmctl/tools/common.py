@@ -155,15 +155,15 @@ def _no_store(error: NoStore) -> str:
         import shlex
 
         return f"That is a store's database file: --repo takes the store's directory, {shlex.quote(str(error.path.parent))}."
-    return "Create one with `swarmctl init PATH`, or point at one with --repo or SWARMCTL_REPO."
+    return "Create one with `swarmctl --as ACTOR init PATH` (ACTOR as kind/name, e.g. human/alice), or point at one with --repo or SWARMCTL_REPO."
 
 
 HINTS: dict[type[SwarmError], Callable[[Any], str]] = {
     NoStore: _no_store,
     NoDatabase: _no_database,
     NoSchema: lambda error: (
-        f"Run `swarmctl init {_quoted(error.shown)}` or the `swarmctl store copy` again: it fills the empty tables."
-        if error.unfinished else f"Create one with `swarmctl init {_quoted(error.shown)}`, or name the store's schema with ?schema=NAME."
+        f"Run `swarmctl --as ACTOR init {_quoted(error.shown)}` or the `swarmctl store copy` again: it fills the empty tables."
+        if error.unfinished else f"Create one with `swarmctl --as ACTOR init {_quoted(error.shown)}`, or name the store's schema with ?schema=NAME."
     ),
     StoreDamaged: lambda error: "Nothing was written. `swarmctl store check` lists every problem; restore the "
     "store from a backup, or repair what it names.",
