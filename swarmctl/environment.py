@@ -75,6 +75,6 @@ VARIABLES: tuple[Variable, ...] = (
 )
 
 # Read by swarmctl but not a setting for people: fault injection for the crash tests
-# (store/db.py), the grace a swarmctl gives the swarmctl a workflow step runs (process.py), and
+# (store/faults.py), the grace a swarmctl gives the swarmctl a workflow step runs (process.py), and
 # the variables the completion scripts set to call back into swarmctl.
 NOT_SETTINGS = ("SWARMCTL_FAULT", "SWARMCTL_KILL_GRACE_S", "_SWARMCTL_COMPLETE", "_TYPER_COMPLETE_FISH_ACTION", "COMP_WORDS", "COMP_CWORD")

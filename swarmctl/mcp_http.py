@@ -16,8 +16,9 @@ ends in `calls.call_tool` as there. What HTTP adds, from the outside in:
   transport checks a line (`mcp.read_frame`: nesting, keys named twice); a tool's arguments
   that name a field twice are handed to the call on the request's state, to fail as E_INVALID_ARG.
 - `HttpDoor.dispatch`: the caller's actor (the token's, meta.auth "token"; or with
-  `--auth trust` the server's --as), a read-only token refused a tool that writes, `workflow_run`
-  of a workflow with command steps refused unless --allow-run (E_FORBIDDEN), then the call in a
+  `--auth trust` the server's --as), a read-only token refused a tool that writes, a call that
+  would run a workflow's commands (run, resume, a confirmed rollback) refused unless --allow-run
+  (E_FORBIDDEN), then the call in a
   worker thread behind a limiter, shielded: a call whose client went away runs to completion.
 
 Sessions (`Sessions`, on the SDK session manager's own tables): a token holds at most

@@ -40,8 +40,9 @@ its actor (`swarmctl token create ACTOR` makes tokens; meta.auth is "token"); a 
 unknown, expired or revoked token is HTTP 401, and --as is refused. --auth trust acts as --as,
 as stdio does, and only on a loopback address. Requests whose Host is not an allowed host
 (default: the bound address and, on a loopback or wildcard address, 127.0.0.1, localhost and
-[::1] with its port) get HTTP 421; an Origin that is not allowed gets 403. A workflow_run of
-a workflow with command steps is E_FORBIDDEN unless --allow-run.
+[::1] with its port) get HTTP 421; an Origin that is not allowed gets 403. What would run a
+command on this host is E_FORBIDDEN unless --allow-run: a workflow_run or workflow_resume of a
+workflow with command steps, and a confirmed workflow_rollback with rollback commands.
 """
 
 CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and print its envelope.
@@ -117,7 +118,7 @@ HTTP_PARAMETERS = {
         typer.Option("--allowed-origin", metavar="ORIGIN", help="With --http: an Origin header to accept (repeatable), e.g. https://mcp.example.com.", show_default=False),
     ],
     "allow_run": Annotated[
-        bool, typer.Option("--allow-run", help="With --http: let workflow_run run workflows with command steps on this host.")
+        bool, typer.Option("--allow-run", help="With --http: let workflow_run, workflow_resume and workflow_rollback run workflows' commands on this host.")
     ],
 }
 
