@@ -236,8 +236,8 @@ def test_a_refusal_and_a_blocked_preview_point_back_to_the_preview_with_the_flag
     _, wf = kit.run('name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy"]\n')
     stale = refused(kit, wf, "--include-completed", "--expect-preview", "pv-0000000000000000")
     assert stale.error["next"]["argv"] == ["swarmctl", "--repo", kit.repo, "--as", ALICE, "workflow", "rollback", wf, "--include-completed"]
-    blocked = kit("workflow", "rollback", wf).result  # completed, not included
-    assert blocked["next"] is None and blocked["hint"].startswith("Confirming would be refused")
+    blocked = kit("workflow", "rollback", wf).result  # completed, not included: the preview that includes it
+    assert blocked["next"]["argv"] == stale.error["next"]["argv"] and blocked["hint"].startswith("Confirming would be refused")
 
 
 # --- refusals: E_REFUSED, nothing changed -----------------------------------------------------
