@@ -126,9 +126,9 @@ def _undo(
             already_applied=True,
         )
     if record.kind in ("token_create", "token_revoke") or _undid_token_create(conn, record):
-        return _undo_token(conn, target, record, actor, at, writer=writer, description=description)
+        return _undo_token(conn, target, record, actor, writer=writer, description=description)
     if policies.made_by(conn, target) is not None:
-        return _undo_policy(conn, target, record, actor, writer=writer, description=description)
+        return _undo_policy(conn, target, actor, writer=writer, description=description)
     if not record.ref_moves:
         raise SwarmError(
             "E_NOTHING_TO_UNDO",
@@ -184,7 +184,7 @@ def refuse_forbidden_undo(conn: Conn, actor: str, target: int, op_actor: str, re
 
 
 def _undo_policy(
-    conn: Conn, target: int, record: dict, actor: str, *, writer: Writer | None, description: str | None
+    conn: Conn, target: int, actor: str, *, writer: Writer | None, description: str | None
 ) -> UndoResult:
     """The undo of an op that changed the policy (a `policy_set`, or the undo of one) puts back
     the policy before it: admins only, and by compare-and-swap on the policy's version (a later
@@ -259,7 +259,7 @@ def _undid_token_create(conn: Conn, record: records.OpRow) -> bool:
 
 
 def _undo_token(
-    conn: Conn, target: int, record: records.OpRow, actor: str, at: str, *, writer: Writer | None, description: str | None
+    conn: Conn, target: int, record: records.OpRow, actor: str, *, writer: Writer | None, description: str | None
 ) -> UndoResult:
     """The undo of a token_create revokes the token; a revocation is final, so the undo of a
     token_revoke (or of the undo that revoked a token) is E_REFUSED. Under a policy it is held

@@ -255,7 +255,7 @@ class Executor:
 
         outcome = self._command(step, step.spec["run"], during="run", begin=begin, status="running",
                                 change=self._running_at(step))
-        result = self._outcome(step, outcome)
+        result = self._outcome(outcome)
         status = "success" if outcome.ok else "failed"
         began = step.status == "running"
 
@@ -325,7 +325,7 @@ class Executor:
             pass
         step.status = "interrupted"
 
-    def _outcome(self, step: Step, outcome: process.CommandOutcome) -> dict[str, Any]:
+    def _outcome(self, outcome: process.CommandOutcome) -> dict[str, Any]:
         """What is kept of a command's run: never a value that came from `${env:...}`, nor one
         it printed as `SECRET_KEY=value`. The error and summary are swarmctl's own words about
         the program the definition names (which holds no literal secret: `definition.load`
@@ -398,7 +398,7 @@ class Executor:
                                    undo_result={"started_at": w.at}, **group)
 
         outcome = self._command(step, step.spec["rollback"], during="rollback", begin=begin, status="undoing", change={})
-        kept = self._outcome(step, outcome)
+        kept = self._outcome(outcome)
         status = "rolled_back" if outcome.ok else "rollback_failed"
         self._save_later(lambda w: records.set_step_alone(
             w, self.wf.id, step.idx, status=status, undo_result={**kept, "at": w.at}, **records.NO_PROCESS
