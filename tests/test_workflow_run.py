@@ -294,6 +294,9 @@ def test_list_and_state_filter(sw):
     assert len(page["workflows"]) == 1 and page["has_more"]
     assert kit("workflow", "status", "wf-zzzzzzzz", actor=None).error["code"] == "E_NOT_FOUND"
     assert kit("workflow", "status", done[:7], actor=None).result["workflow"]["id"] == done  # a unique prefix
+    # A prefix too short to resolve says so, as a changeset's does (it said "no workflow wf-e").
+    short = kit("workflow", "status", done[:5], actor=None)
+    assert (short.exit, short.error["code"]) == (2, "E_INVALID_ARG") and "too short" in short.error["message"]
 
 
 @BOTH

@@ -137,7 +137,14 @@ def resolve_id(conn: Conn, given: str) -> str:
     text = given.strip()
     if rows.exists(conn, text):
         return text
-    found = rows.ids_with_prefix(conn, text, 5) if text.startswith("wf-") and len(text) >= 7 else []
+    if text.startswith("wf-") and len(text) < 7:
+        raise SwarmError(
+            "E_INVALID_ARG",
+            f"workflow id prefix {given!r} is too short: wf- and at least 4 characters",
+            details={"workflow": given, "min_length": 7},
+            hint="`swarmctl workflow list` lists the workflows with their ids.",
+        )
+    found = rows.ids_with_prefix(conn, text, 5) if text.startswith("wf-") else []
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
