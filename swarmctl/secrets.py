@@ -24,6 +24,7 @@ their common encodings (`scrub_values`, `secret_forms`), before the output is cu
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from typing import Any, Iterable, NamedTuple
@@ -194,6 +195,22 @@ def argv_secrets(argv: Iterable[str]) -> list[tuple[int, Span]]:
             continue
         found.extend((i, span) for span in secret_spans(item, whole=True))
     return found
+
+
+_SHELL_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
+
+
+def shell_variable(argv: list[str], i: int, value: str) -> str | None:
+    """The NAME when a secret's `value` in `argv[i]` is `$NAME` alone in the script of a shell's
+    -c (`["sh", "-c", "echo token=$API_TOKEN"]`): the shell reads it from its environment as it
+    runs. None otherwise: a program that is no shell, or an argument after the script ($0, $1,
+    ...), gets `$NAME` as it is."""
+    found = _SHELL_VARIABLE.fullmatch(value)
+    if found is None or i < 2 or os.path.basename(argv[0]) not in _SHELLS:
+        return None
+    flag = argv[i - 1]
+    return found.group(1) if flag.startswith("-") and not flag.startswith("--") and flag.endswith("c") else None
 
 
 def _masked(text: str, spans: Iterable[Span]) -> str:

@@ -117,8 +117,19 @@ def test_a_shell_that_reads_a_secret_from_its_environment_holds_no_literal_secre
     )
     assert ran.exit == 0, ran.stdout
     assert (kit.dir / "marks.log").read_text().splitlines() == [f"token={SECRET}", f"Authorization: Bearer {SECRET}"]
-    refused = kit("workflow", "run", str(kit.write('name = "w"\n[[step]]\nname = "a"\nrun = ["sh", "-c", "echo token=abc$X"]\n')))
-    assert (refused.exit, refused.error["code"]) == (2, "E_INVALID_ARG") and "literal secret" in refused.error["message"]
+    # Still literal: more beside the variable; a variable the step's env gives a literal value;
+    # `$NAME` to a program that is no shell (it gets the text `$DB_PASS`); an argument after
+    # the script (the shell passes it as $0, never reads it).
+    for run, env in [
+        ('["sh", "-c", "echo token=abc$X"]', ""),
+        ('["sh", "-c", "echo token=$X"]', 'env = { X = "hunter2-literal" }\n'),
+        ('["./mark.sh", "--password", "$DB_PASS"]', 'env = { DB_PASS = "${env:MYTOK}" }\n'),
+        ('["bash", "-c", "echo", "token=$X"]', ""),
+    ]:
+        path = kit.write(f'name = "w"\n[[step]]\nname = "a"\nrun = {run}\n{env}')
+        refused = kit("workflow", "run", str(path), env={"MYTOK": SECRET})
+        assert (refused.exit, refused.error["code"]) == (2, "E_INVALID_ARG"), (run, refused.stdout)
+        assert "literal secret" in refused.error["message"], (run, refused.error)
 
 
 def test_toml_syntax_errors_and_missing_files_are_invalid_arguments(sw):

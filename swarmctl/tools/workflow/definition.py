@@ -201,9 +201,9 @@ def check_step(raw: Any, position: int) -> dict[str, Any]:
     elif kind == "approval":
         step["approval"] = _text(value, "approval", name)
     else:
-        step["run"] = _argv(value, name, "run")
+        step["run"] = _argv(value, name, "run", raw.get("env"))
         if "rollback" in raw:
-            step["rollback"] = _argv(raw["rollback"], name, "rollback")
+            step["rollback"] = _argv(raw["rollback"], name, "rollback", raw.get("env"))
         step["env"] = _env(raw.get("env", {}), name)
         step["timeout_s"] = _timeout(raw.get("timeout_s", DEFAULT_TIMEOUT_S), name)
     return step
@@ -239,7 +239,7 @@ def _ref_table(value: Any, step: str, key: str, fields: tuple[str, ...]) -> dict
     return {f: value[f] for f in fields}
 
 
-def _argv(value: Any, step: str, key: str) -> list[str]:
+def _argv(value: Any, step: str, key: str, env: Any = None) -> list[str]:
     if isinstance(value, str):
         raise invalid(
             f"step {step}: `{key}` must be a list of strings (an argv), not a shell string",
@@ -255,7 +255,7 @@ def _argv(value: Any, step: str, key: str) -> list[str]:
         _check_references(a, step, f"{key}[{i}]")
     for i, span in secrets.argv_secrets(value):
         given = value[i][span.start : span.end]
-        if not only_references(given) and not _SHELL_VARIABLE.fullmatch(given):
+        if not only_references(given) and not _read_by_the_shell(value, i, given, env):
             raise invalid(
                 f"step {step}: `{key}` passes a literal secret (for {span.key!r}); take it from the environment "
                 f"with ${{env:NAME}} so that it is never stored",
@@ -322,9 +322,13 @@ def references(text: str) -> list[str]:
     return [m.group(1) for m in _REFERENCE.finditer(text) if m.group(1)]
 
 
-# A secret's value that is a shell variable alone (`sh -c 'curl -u "me:$TOKEN"'`): the shell
-# reads it from the command's environment as it runs, so no value is in the definition.
-_SHELL_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+def _read_by_the_shell(argv: list[str], i: int, value: str, env: Any) -> bool:
+    """Whether a secret's `value` in `argv[i]` is a variable a shell's -c script reads from its
+    environment as it runs (secrets.shell_variable) and the step's `env` gives no literal value:
+    then the definition holds no secret."""
+    name = secrets.shell_variable(argv, i, value)
+    given = env.get(name) if name is not None and isinstance(env, dict) else None
+    return name is not None and (given is None or (isinstance(given, str) and only_references(given)))
 
 
 def only_references(text: str) -> bool:
