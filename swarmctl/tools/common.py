@@ -139,7 +139,7 @@ def _no_database(error: NoDatabase) -> str:
     name = error.database or "(your user name)"
     return (
         f"Create the database first (`createdb {name}`, or `CREATE DATABASE {name};` in psql), "
-        f"then `swarmctl init {_quoted(error.shown)}`."
+        f"then `swarmctl --as ACTOR init {_quoted(error.shown)}`."
     )
 
 
