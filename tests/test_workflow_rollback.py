@@ -266,6 +266,23 @@ def test_refused_when_completed_unless_included(sw, kit, golden):
     assert sw.ok(*preview["next"]["argv"][1:], cwd=kit.dir)["state"] == "rolled_back"
 
 
+def test_a_completed_workflow_refused_for_more_than_that_still_points_at_the_preview_that_includes_it(kit):
+    """With another refusal beside `completed_not_included` (a rollback command's variable
+    unset), the refusal's `next` was the preview without --include-completed, whose `next` was
+    null: a dead end. The way on includes it, and its preview names what else to resolve."""
+    flow = 'name = "w"\n[[step]]\nname = "deploy"\nrun = ["./mark.sh", "deploy"]\nrollback = ["./mark.sh", "undeploy", "${env:UNDO_KEY}"]\n'
+    ran, wf = kit.run(flow, env={"UNDO_KEY": "k-1"})
+    assert ran.exit == 0, ran.stdout
+    error = refused(kit, wf).error
+    assert {r["code"] for r in error["details"]["refusals"]} == {"completed_not_included", "missing_env"}
+    assert error["next"]["arguments"]["include_completed"] is True and "--include-completed" in error["hint"]
+    preview = kit(*error["next"]["argv"][5:]).result  # after swarmctl --repo R --as A
+    assert [b["code"] for b in preview["blast_radius"]["blockers"]] == ["missing_env"] and preview["next"] is None
+    assert kit("workflow", "rollback", wf).result["next"] == error["next"]
+    done = kit("workflow", "rollback", wf, "--include-completed", "--confirm", env={"UNDO_KEY": "k-1"})
+    assert done.result["state"] == "rolled_back", done.stdout
+
+
 def test_a_refusal_in_a_table_says_each_refusal_and_what_to_do(kit):
     """With -o table, E_REFUSED said "resolve each refusal" and showed none of them: each one's
     code and message (which says what to pass) are lines of the error, as store check's problems."""

@@ -277,7 +277,8 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     or interrupted), `not_reversed` (failed commands that may have partly applied),
     `already_rolled_back`, `no_effect`, `blockers` and `unmeasured`. `next` (and the command in
     `hint`) confirms exactly this preview, with the flags given; it is null when confirming
-    would be refused. Show the preview to the user and get their decision: do not confirm on
+    would be refused, but for a completed workflow not included: then it is the preview with
+    --include-completed, to review before confirming. Show the preview to the user and get their decision: do not confirm on
     your own because a rollback was asked for earlier.
 
     With `--confirm` it acts: each step of `would_roll_back` is undone in that order (a store

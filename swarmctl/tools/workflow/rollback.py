@@ -41,10 +41,10 @@ def preview(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
 
 
 def _including_completed(wf_id: str, req: WorkflowRollbackReq, radius: Radius) -> dict[str, Any] | None:
-    """Where the one blocker is that the workflow completed, the preview that includes it
-    (`--include-completed`), which the caller reviews before confirming; else None."""
-    codes = {b.code for b in radius.blast_radius.blockers}
-    if codes != {"completed_not_included"}:
+    """Where a blocker is that the workflow completed, the preview that includes it
+    (`--include-completed`), which the caller reviews (and resolves any other refusal of)
+    before confirming; else None."""
+    if not any(b.code == "completed_not_included" for b in radius.blast_radius.blockers):
         return None
     return calls.ROLLBACK.call(workflow=wf_id, **{**_flags(req), "include_completed": True})
 
@@ -148,12 +148,14 @@ def _refuse_blocked(wf: Workflow, radius: Radius, req: WorkflowRollbackReq) -> N
     blockers = radius.blast_radius.blockers
     if blockers:
         codes = ", ".join(dict.fromkeys(b.code for b in blockers))
+        including = _including_completed(wf.id, req, radius)
         raise SwarmError(
             "E_REFUSED",
             f"rollback of workflow {wf.id} refused ({codes}); nothing was changed",
             details={"workflow": wf.id, "preview_id": radius.preview_id, "refusals": plain(blockers)},
-            hint="Review the blast radius (the same call without --confirm), resolve each refusal, then confirm.",
-            next=_including_completed(wf.id, req, radius) or preview_call(wf.id, req),
+            hint="Review the blast radius (the same call without --confirm"
+            + (", with --include-completed" if including else "") + "), resolve each refusal, then confirm.",
+            next=including or preview_call(wf.id, req),
         )
 
 

@@ -296,8 +296,9 @@ UndoResult = StoreStepUndone | StoreStepUndoFailed | CommandUndone
 class WorkflowRollbackResult:
     """A preview (`action: preview`) or a confirmed rollback (`action: rolled_back`). `next` is the
     call to make next: after a preview that may be confirmed, its confirmation (the command in
-    `hint`); after a rollback that failed in part, the preview to retry it. `state`, `results`
-    and `acknowledged` are null in a preview."""
+    `hint`); after a preview of a completed workflow not included, the preview with
+    `--include-completed`; after a rollback that failed in part, the preview to retry it.
+    `state`, `results` and `acknowledged` are null in a preview."""
 
     action: Literal["preview", "rolled_back"]
     preview_id: str
