@@ -41,8 +41,9 @@ unknown, expired or revoked token is HTTP 401, and --as is refused. --auth trust
 as stdio does, and only on a loopback address. Requests whose Host is not an allowed host
 (default: the bound address and, on a loopback or wildcard address, 127.0.0.1, localhost and
 [::1] with its port) get HTTP 421; an Origin that is not allowed gets 403. What would run a
-command on this host is E_FORBIDDEN unless --allow-run: a workflow_run or workflow_resume of a
-workflow with command steps, and a confirmed workflow_rollback with rollback commands.
+command on this host is E_FORBIDDEN unless --allow-run: a workflow_run of a workflow with
+command steps, a workflow_resume that would run one, a confirmed workflow_rollback that would
+run rollback commands.
 """
 
 CALL_HELP = """Run any tool with JSON arguments, as an MCP client would, and print its envelope.

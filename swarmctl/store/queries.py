@@ -198,7 +198,7 @@ def ops_numbered(conn: Conn, prefix: str, limit: int) -> list[OpBrief]:
 
 
 def moved_refs(conn: Conn, ops: Sequence[int]) -> set[int]:
-    """Those of `ops` that moved a ref: what `op undo` can take back."""
+    """Those of `ops` that moved a ref (of what `op undo` takes back, what most ops are)."""
     found: set[int] = set()
     for chunk in reverts.chunks(ops):
         marks = ",".join("?" * len(chunk))

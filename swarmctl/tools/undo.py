@@ -153,7 +153,7 @@ def _undo(
 def undoable(conn: Conn, ops: list[int]) -> set[int]:
     """Those of `ops` an undo would take back now, as `_undo` decides (shell completion's
     candidates for `op undo`): an op that moved a ref, changed the policy, or made a token not
-    revoked since; not one taken back already (its undo would be a replay), nor one that moved
+    revoked since (an expired one too: its undo revokes it); not one taken back already (its undo would be a replay), nor one that moved
     nothing (E_NOTHING_TO_UNDO) or revoked a token (final). Whether the refs are still as it
     left them, and whether the actor may, is the undo's to say."""
     taken_back = queries.undos_in_effect(conn, ops)
@@ -164,7 +164,7 @@ def undoable(conn: Conn, ops: list[int]) -> set[int]:
             token = tokens.get(conn, record.op)
             if token is not None and token.revoked_at is None:
                 found.add(record.op)
-        elif record.kind in ("policy_set", "undo") and policies.made_by(conn, record.op) is not None:
+        elif policies.made_by(conn, record.op) is not None:  # as `_undo` asks it, of any op
             found.add(record.op)
     return found.difference(taken_back)
 
