@@ -89,6 +89,10 @@ def test_a_failing_command_stops_the_run_and_resume_retries_it_only_when_named(s
     assert retry_wrong.exit == 7  # `first` succeeded: the run stopped at `check`
     misspelt = kit("workflow", "resume", wf, "--retry", "chekc")  # was E_STATE: "only with --retry check"
     assert (misspelt.exit, misspelt.error["code"], misspelt.error["details"]["steps"]) == (4, "E_NOT_FOUND", ["first", "check", "last"])
+    # Its hint's command names the workflow (`swarmctl workflow status` alone is a usage error),
+    # and runs as written: the `next` it spells.
+    assert misspelt.error["next"]["arguments"] == {"workflow": wf} and shlex.join(misspelt.error["next"]["argv"]) in misspelt.error["hint"]
+    assert kit(*misspelt.error["next"]["argv"][5:]).result["workflow"]["id"] == wf
     (kit.dir / "fail.sh").write_text("#!/bin/sh\necho fixed\n")
     retried = kit("workflow", "resume", wf, "--retry", "check")
     assert retried.result["workflow"]["state"] == "completed"

@@ -279,7 +279,7 @@ def tx_commit(ctx: Context, req: TxCommitReq) -> TxCommitResult:
                 "E_STATE",
                 f"nothing to commit in tx {tx.tx}: no applied revision changes a ref",
                 details={"tx": tx.tx, "revision": tx.revision},
-                hint="Stage a move with `swarmctl tx set` or `swarmctl tx delete` (or `swarmctl tx redo`), "
+                hint="Stage a move with `swarmctl tx set NAME TARGET` or `swarmctl tx delete NAME` (or `swarmctl tx redo`), "
                 "or end the transaction with `swarmctl tx rollback`.",
             )
         w.refuse_forbidden_moves(m.name for m in moves)  # forbidden wins over a conflict

@@ -56,7 +56,8 @@ def not_held(wf: Workflow) -> None:
             "E_STATE",
             f"workflow {wf.id} is {wf.state}, held by a live process ({records.holder(wf)})",
             details={"workflow": wf.id, "state": wf.state, "owner": records.owner_view(wf)},
-            hint="Wait for it to finish; `swarmctl workflow status` shows its progress.",
+            hint=f"Wait for it to finish; `swarmctl workflow status {wf.id}` shows its progress.",
+            next=calls.STATUS.call(workflow=wf.id),
         )
 
 
@@ -93,7 +94,8 @@ def resume_point(wf: Workflow, retry_name: str | None) -> Step | None:
         raise SwarmError(
             "E_NOT_FOUND", f"workflow {wf.id} has no step {retry_name}",
             details={"workflow": wf.id, "step": retry_name, "steps": [s.name for s in wf.steps]},
-            hint="`swarmctl workflow status` lists its steps.",
+            hint=f"`swarmctl workflow status {wf.id}` lists its steps.",
+            next=calls.STATUS.call(workflow=wf.id),
         )
     state = wf.state
     if state == "awaiting_approval":
@@ -103,7 +105,7 @@ def resume_point(wf: Workflow, retry_name: str | None) -> Step | None:
                 "E_STATE",
                 f"workflow {wf.id} waits for approval at {gate.name}: {gate.spec.get('approval')}",
                 details={"workflow": wf.id, "waiting_at": gate.name},
-                hint="An approver calls `workflow approve` first.",
+                hint=f"An approver calls `workflow approve {wf.id}` first.",
                 next=calls.APPROVE.call(workflow=wf.id),
             )
     elif state == "failed":
