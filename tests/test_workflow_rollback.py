@@ -131,6 +131,10 @@ def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, g
     assert confirmed.error["details"]["state"] == "rollback_failed"
     assert [r["status"] for r in confirmed.error["details"]["results"]] == ["rolled_back", "rolled_back", "rollback_failed"]
     assert kit.marks()[-2:] == ["unnotify", "undeploy"]
+    # Its `next` is the undo of the later move (as `op undo` of the step's op says): it was the
+    # preview, whose `next` confirmed, which failed the same way, round and round.
+    assert confirmed.error["next"]["arguments"] == {"op": 5}
+    assert shlex.join(confirmed.error["next"]["argv"]) in confirmed.error["hint"]
     # Take back the later move, and the retry undoes promote; the command undos are not re-run.
     kit("op", "undo", "5", actor=AGENT)
     retry = kit("workflow", "rollback", wf, "--confirm")

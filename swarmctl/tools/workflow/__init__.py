@@ -287,7 +287,9 @@ def workflow_rollback(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbac
     result adds the new `state` (`rolled_back`), per-step `results` and the `acknowledged` steps
     (listed, not undone; the hint says so). When one failed the workflow is `rollback_failed`
     and the call fails with E_STEP_FAILED (exit 10): `error.details` holds the per-step `results`
-    and the steps that `failed`, and `error.next` is the preview that retries them.
+    and the steps that `failed`, and `error.next` is the preview that retries them (or, where the
+    one that failed is a store step whose refs moved since, the undo of the op that moved them,
+    as `op undo` gives it: then the preview).
 
     Refused with `--confirm` (E_REFUSED, nothing changed; `error.details.refusals` lists each
     reason): a workflow `pending`, `cancelled`, already `rolled_back`, or held by a live process;

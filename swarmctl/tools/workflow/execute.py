@@ -84,6 +84,9 @@ class Executor:
         self._at: dict[str, str] | None = None  # the step under way, and during what (`_stopped_at`)
         self._unsaved_at = self._at  # the `_at` of the step whose outcome is `_unsaved`: where a failure stops
         self.lease_s = hosts.lease_s()
+        # A rolled-back store step whose undo a later move of its refs stopped: the undo's `next`
+        # (the op to undo first), the way on the rollback's failure gives (rollback.py).
+        self.undo_first: dict[str, dict[str, Any]] = {}
         self._renewed = time.monotonic()  # when this process last renewed its lease (any owned write)
         self.base_dir = Path(wf.base_dir)  # where its commands run
         # What every step's `${env:...}` references resolve to: each command gets swarmctl's whole
@@ -385,6 +388,8 @@ class Executor:
             return result
         except SwarmError as exc:
             error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
+            if exc.next is not None:
+                self.undo_first[step.name] = exc.next
             with self._owned_write() as w:
                 self._set(w, step, status="rollback_failed", undo_result={"undid": step.op, "error": plain(error), "at": w.at})
             step.status = "rollback_failed"

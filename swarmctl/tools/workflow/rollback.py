@@ -71,15 +71,20 @@ def confirm(ctx: Context, req: WorkflowRollbackReq) -> WorkflowRollbackResult:
     acknowledged = [e.step for e in radius.blast_radius.unknown_effects if e.acknowledged]
     if state == "rollback_failed":
         failed = [r.step for r in results if r.status != "rolled_back"]
+        first = executor.undo_first.get(failed[0]) if len(failed) == 1 else None
+        hint = ("The other undos were done and saved. Fix the cause (see each result's error), then preview again "
+                "and confirm to retry what failed.")
+        if first is not None:  # a ref of the step moved since: that op is undone first, as `op undo` says
+            hint = (f"The other undos were done and saved. Step {failed[0]}'s refs moved since: "
+                    f"`{shlex.join(first['argv'])}` first, then preview again and confirm to retry it.")
         raise SwarmError(
             "E_STEP_FAILED",
             f"rollback of workflow {wf.id} failed: {len(failed)} of {len(results)} undo(s) failed ({', '.join(failed)}); "
             "the workflow is rollback_failed",
             details={"workflow": wf.id, "state": state, "preview_id": radius.preview_id, "failed": failed,
                      "results": plain(results), "acknowledged": acknowledged},
-            hint="The other undos were done and saved. Fix the cause (see each result's error), then preview again "
-            "and confirm to retry what failed.",
-            next=preview_call(wf.id, req),
+            hint=hint,
+            next=first or preview_call(wf.id, req),
         )
     hint = "Every undo succeeded."
     if acknowledged:
