@@ -135,6 +135,13 @@ def test_a_ref_moved_since_is_predicted_and_the_other_undos_still_run(sw, kit, g
     # preview, whose `next` confirmed, which failed the same way, round and round.
     assert confirmed.error["next"]["arguments"] == {"op": 5}
     assert shlex.join(confirmed.error["next"]["argv"]) in confirmed.error["hint"]
+    # resume, cancel and approve of a workflow whose rollback failed said E_STATE with no hint
+    # and no next: the way on is the preview of the rollback's retry.
+    for command in ("resume", "cancel", "approve"):
+        stuck = kit("workflow", command, wf)
+        assert (stuck.exit, stuck.error["code"]) == (7, "E_STATE"), stuck.stdout
+        assert stuck.error["next"]["tool"] == "workflow_rollback" and stuck.error["next"]["arguments"] == {"workflow": wf}
+        assert shlex.join(stuck.error["next"]["argv"]) in stuck.error["hint"]
     # Take back the later move, and the retry undoes promote; the command undos are not re-run.
     kit("op", "undo", "5", actor=AGENT)
     retry = kit("workflow", "rollback", wf, "--confirm")

@@ -227,10 +227,9 @@ def workflow_cancel(ctx: Context, req: WorkflowCancelReq) -> WorkflowCancelResul
         records.settle(w, wf)
         guards.not_held(wf)
         if wf.state not in ("pending", "awaiting_approval", "failed"):
-            raise SwarmError(
-                "E_STATE",
-                f"workflow {wf.id} is {wf.state}; only a pending, awaiting_approval or failed workflow can be cancelled",
-                details={"workflow": wf.id, "state": wf.state},
+            raise guards.ended_state(
+                wf, f"workflow {wf.id} is {wf.state}; only a pending, awaiting_approval or failed workflow can be cancelled",
+                state=wf.state,
             )
         skipped = [s for s in wf.steps if s.status == "pending"]
         for s in skipped:

@@ -49,6 +49,16 @@ def no_orphaned_command(wf: Workflow) -> None:
     )
 
 
+def ended_state(wf: Workflow, message: str, **details: Any) -> SwarmError:
+    """E_STATE for a workflow in a state the call cannot act on, with the way on: the preview of
+    its rollback's retry where that failed, else its status."""
+    if "rollback_failed" in (wf.state, wf.observed):
+        hint, way = f"Its rollback failed: `swarmctl workflow rollback {wf.id}` previews the retry.", calls.ROLLBACK.call(workflow=wf.id)
+    else:
+        hint, way = f"`swarmctl workflow status {wf.id}` shows where it is.", calls.STATUS.call(workflow=wf.id)
+    return SwarmError("E_STATE", message, details={"workflow": wf.id, **details}, hint=hint, next=way)
+
+
 def not_held(wf: Workflow) -> None:
     no_orphaned_command(wf)
     if records.held_by_other(wf):
@@ -72,11 +82,7 @@ def gate_to_approve(wf: Workflow, name: str | None) -> Step:
             return step
     gate = wf.gate
     if gate is None:
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} is {wf.observed}, not waiting for an approval",
-            details={"workflow": wf.id, "state": wf.observed},
-        )
+        raise ended_state(wf, f"workflow {wf.id} is {wf.observed}, not waiting for an approval", state=wf.observed)
     if name is not None and gate.name != name:
         raise SwarmError(
             "E_STATE",
@@ -122,11 +128,7 @@ def resume_point(wf: Workflow, retry_name: str | None) -> Step | None:
                 )
             return stuck
     elif state != "pending":
-        raise SwarmError(
-            "E_STATE",
-            f"workflow {wf.id} is {state}: nothing to resume",
-            details={"workflow": wf.id, "state": state},
-        )
+        raise ended_state(wf, f"workflow {wf.id} is {state}: nothing to resume", state=state)
     if retry_name is not None:
         raise SwarmError(
             "E_INVALID_ARG",
