@@ -103,6 +103,7 @@ def test_revoke_is_an_op_and_final(sw):
     assert listed[0]["revoked_at"] == ran.result["revoked_at"]
     again = sw(*as_(sw, ALICE), "token", "revoke", str(made["id"]))
     assert again.error["code"] == "E_STATE" and again.error["details"]["op"] == 3
+    assert "`swarmctl token create agent/w1`" in again.error["hint"]  # it had none: the way on
     undo = sw(*as_(sw, ALICE), "op", "undo", "3")
     assert undo.error["code"] == "E_REFUSED" and undo.exit != 0
     assert op_count(sw.store) == 3

@@ -157,6 +157,7 @@ def token_revoke(ctx: Context, req: TokenRevokeReq) -> TokenRevokeResult:
                 "E_STATE",
                 f"token {req.id} ({found.actor}) was revoked at {found.revoked_at} by op {found.revoked_op}",
                 details={"token": req.id, "revoked_at": found.revoked_at, "op": found.revoked_op},
+                hint=f"Nothing to do: a revocation is final. `swarmctl token create {found.actor}` makes a new token.",
             )
         op = w.append_op("token_revoke", tokens.revoked_description(req.id, found.actor))
         tokens.revoke(w, req.id)
