@@ -352,6 +352,19 @@ def test_undo_others_keeps_an_agent_from_undoing_another_actors_op(sw):
     assert store.ok(BOB, "op", "undo", "8")["op"] == 9  # a person may undo anyone's
 
 
+def test_a_conflicts_next_is_an_undo_the_policy_lets_the_caller_make(sw):
+    """E_CAS_MISMATCH's `next` is the undo of the op that moved the ref since: under `[undo]
+    others` that op may be another's, whose undo the caller may not make. The `next` ran
+    straight into E_FORBIDDEN; now there is none, and the hint says why and who may."""
+    store = Store(sw, policy="[undo]\nothers = [\"human/*\"]\n")
+    assert store.ok(BOB, "changeset", "create", "-m", "later", "--ref", "main")["op"] == 8
+    ran = store(AGENT, "op", "undo", "5")
+    assert (ran.exit, ran.error["code"]) == (3, "E_CAS_MISMATCH"), ran.stdout
+    assert ran.error["next"] is None and f"does not let {AGENT} undo op 8" in ran.error["hint"]
+    allowed = store(ALICE, "op", "undo", "5").error  # a person may: the undo of op 8, which then runs
+    assert allowed["next"]["arguments"] == {"op": 8} and store.ok(ALICE, *allowed["next"]["argv"][5:])["op"] == 9
+
+
 # --- predictions match the call -------------------------------------------------------------------
 
 

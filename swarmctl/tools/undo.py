@@ -4,6 +4,11 @@ A module of its own, beside op.py (registry.AREAS lists both under `op`), so tha
 `op show`, the commonest reads, do not build the undo's types at every start (bench/core.py,
 start-up), nor `op undo` the log's. Other tools that take back store effects (revert,
 restore, workflow rollback, a transaction's undo) call `undo_in` and `plan_undo`.
+
+Why this module is long: what an undo takes back differs by the op (ref moves, a change of the
+policy, a token's creation), and each kind's rules (compare-and-swap, the policy, what comes
+first and whether the caller may do it, the candidates completion offers) are kept here, one
+place for what `op undo` means.
 """
 
 from typing import Any, Callable, Mapping
@@ -118,7 +123,7 @@ def _undo(
         # A revert that took `target` back moved other ops' refs too: only `target`'s are its undo.
         moved = {m.name for m in record.ref_moves}
         undone_moves = [m for m in done.ref_moves if m.name in moved]
-        _check_still_undone(conn, target, prior, _left_by(conn, prior, record.ref_moves, undone_moves), refs_now)
+        _check_still_undone(conn, target, prior, _left_by(conn, prior, record.ref_moves, undone_moves), refs_now, actor)
         return UndoResult(
             undone=target,
             op=prior,
@@ -138,7 +143,7 @@ def _undo(
         )
     moves = [Move(m.name, old=m.new, new=m.old) for m in record.ref_moves]
     refuse_forbidden_undo(conn, actor, target, record.actor, [m.name for m in moves])
-    _check_unmoved(conn, target, moves, refs_now)
+    _check_unmoved(conn, target, moves, refs_now, actor)
     op = None
     if writer is not None:
         op = writer.append_op(kind, description or f"undo op {target}: {record.description}", moves, undoes=target)
@@ -291,10 +296,12 @@ def _undo_token(
     return UndoResult(undone=target, op=op, ref_moves=[], already_applied=False)
 
 
-def _check_unmoved(conn: Conn, target: int, moves: list[Move], refs_now: Mapping[str, str | None] | None = None) -> None:
+def _check_unmoved(
+    conn: Conn, target: int, moves: list[Move], refs_now: Mapping[str, str | None] | None = None, actor: str | None = None
+) -> None:
     """Every ref must still name what `target` left it naming; else say who moved it since."""
     _refuse_moved_since(
-        conn, moves, target, {"op": target}, refs_now,
+        conn, moves, target, {"op": target}, refs_now, actor,
         lambda names_moved: f"cannot undo op {target}: {names_moved} moved since; nothing was written",
         lambda later, which: f"Undo op {later} first ({which}), then undo op {target}.",
     )
@@ -312,13 +319,14 @@ def _left_by(conn: Conn, prior: int, target_moves: list[records.MoveRow], moves:
 
 
 def _check_still_undone(
-    conn: Conn, target: int, prior: int, left: list[Move], refs_now: Mapping[str, str | None] | None = None
+    conn: Conn, target: int, prior: int, left: list[Move], refs_now: Mapping[str, str | None] | None = None,
+    actor: str | None = None,
 ) -> None:
     """A replay reports the undo in effect only if every ref its target moved still names what
     that undo left it naming: a ref moved after the undo is E_CAS_MISMATCH, never a report of a
     restore that is not."""
     _refuse_moved_since(
-        conn, left, prior, {"op": target, "undone_by": prior}, refs_now,
+        conn, left, prior, {"op": target, "undone_by": prior}, refs_now, actor,
         lambda names_moved: f"op {target} was undone by op {prior}, but {names_moved} moved since; nothing was written",
         lambda later, which: f"Undo op {later} first ({which}); then op {target} is undone as op {prior} left it.",
     )
@@ -326,7 +334,7 @@ def _check_still_undone(
 
 def _refuse_moved_since(
     conn: Conn, expected: list[Move], since: int, details: dict[str, Any], refs_now: Mapping[str, str | None] | None,
-    message: Callable[[str], str], first: Callable[[int, str], str],
+    actor: str | None, message: Callable[[str], str], first: Callable[[int, str], str],
 ) -> None:
     """E_CAS_MISMATCH if a ref of `expected` moved after op `since`: `message` words it from the
     refs' names, `first` the hint from the op to undo first and what it moved (`_first_to_undo`)."""
@@ -334,13 +342,29 @@ def _refuse_moved_since(
     if not found:
         return
     later, which = _first_to_undo(conn, found)
+    hint = first(later, which) if later is not None else "Re-read the refs; nothing was written."
+    forbidden = _forbidden_to(conn, actor, later) if later is not None else None
+    if forbidden is not None:  # a `next` the caller may not make is no way on
+        hint += f" The store's policy does not let {actor} undo op {later} ({forbidden}): someone it allows must."
     raise conflicts.cas_mismatch(
         found,
         message(conflicts.listed(found)),
         details=details,
-        hint=first(later, which) if later is not None else "Re-read the refs; nothing was written.",
-        next=UNDO.call(op=later) if later is not None else None,
+        hint=hint,
+        next=UNDO.call(op=later) if later is not None and forbidden is None else None,
     )
+
+
+def _forbidden_to(conn: Conn, actor: str | None, op: int) -> str | None:
+    """Why the policy forbids `actor` to undo `op` (None: it allows it, or there is no policy)."""
+    if actor is None or policies.current(conn) is None:
+        return None
+    record = records.op_records(conn, [op])[0]
+    try:
+        refuse_forbidden_undo(conn, actor, op, record.actor, [m.name for m in record.ref_moves])
+    except SwarmError as exc:
+        return exc.message.removesuffix("; nothing was written")
+    return None
 
 
 def _first_to_undo(conn: Conn, found: list[conflicts.Conflict]) -> tuple[int | None, str]:
