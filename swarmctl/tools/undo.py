@@ -158,9 +158,10 @@ def _undo(
 def undoable(conn: Conn, ops: list[int]) -> set[int]:
     """Those of `ops` an undo would take back now, as `_undo` decides (shell completion's
     candidates for `op undo`): an op that moved a ref, changed the policy, or made a token not
-    revoked since (an expired one too: its undo revokes it); not one taken back already (its undo would be a replay), nor one that moved
-    nothing (E_NOTHING_TO_UNDO) or revoked a token (final). Whether the refs are still as it
-    left them, and whether the actor may, is the undo's to say."""
+    revoked since (an expired one too: its undo revokes it); not one taken back already (its
+    undo would be a replay), nor one that moved nothing (E_NOTHING_TO_UNDO) or revoked a token
+    (final). Whether the refs are still as it left them, and whether the actor may, is the
+    undo's to say."""
     taken_back = queries.undos_in_effect(conn, ops)
     found = queries.moved_refs(conn, ops)
     others = [op for op in ops if op not in found and op not in taken_back]
