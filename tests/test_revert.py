@@ -151,6 +151,25 @@ def test_an_op_selected_after_such_a_revert_goes_back_to_what_the_revert_left(sw
     assert problems(sw.store) == []
 
 
+def test_an_op_and_its_undo_after_such_a_revert_do_not_bring_back_what_it_took_back(sw):
+    """Revert 8 took back ops 4 (made main) and 7, so main is gone. Selected: ops 4, 5 and 6, the
+    undo of 5. Op 4 was taken back already, with op 7; ops 5 and 6 net out: nothing to move, a
+    replay of revert 8. The revert moved main back to A, what main named before op 5, which
+    redid op 4 (`reverted: []` beside a ref move; found by test_revert_model.py's property test)."""
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    a = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "A")["changeset"]["id"]  # 2
+    b = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "B")["changeset"]["id"]  # 3
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", a, "--create")  # 4
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", b)  # 5
+    sw.ok(*as_(sw, AGENT), "op", "undo", "5")  # 6: main back to A
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", b)  # 7
+    assert sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "3")["reverted"] == [4, 7]  # 8: main gone
+    ran = sw(*as_(sw, ALICE), "op", "revert", "--after", "3", "--before", "7")  # 4, 5 and its undo 6
+    assert ran.exit == 0 and ran.result["already_applied"] and ran.result["op"] == 8, ran.stdout
+    assert (op_count(sw.store), refs(sw.store)) == (8, {})
+    assert problems(sw.store) == []
+
+
 def test_a_replay_of_an_undo_by_a_revert_that_netted_the_ref_out_sees_the_ref_moved_since(sw):
     """`op undo 3` after revert 5 took back ops 3 and 4 (tmp made and deleted: no move of tmp
     by the revert), and someone made tmp again: the replay said `already_applied` with tmp there."""

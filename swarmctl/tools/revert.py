@@ -189,6 +189,7 @@ def _net_effect(
         by_ref.setdefault(m.name, []).append(m)
     scope, chosen = _scope(conn, selected), set(selected)
     undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
+    paired = _paired_in_selection(conn, undone, chosen)
     found, net = [], []
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
@@ -200,12 +201,28 @@ def _net_effect(
         if outside:
             found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
             continue
-        mine = [m for m in mine if not _taken_back_with_others(conn, undone.get(m.op), name, scope, chosen)]
+        mine = [
+            m for m in mine
+            if m.op not in paired and not _taken_back_with_others(conn, undone.get(m.op), name, scope, chosen)
+        ]
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
         raise _moved_by_others(found, given, len(selected))
     return _NetEffect(net, list(by_ref))
+
+
+def _paired_in_selection(conn: Conn, undone: dict[int, int], chosen: set[int]) -> set[int]:
+    """The selected ops taken back now by a selected undo, or by a selected revert of selected ops
+    only, and those undos and reverts. Each such pair nets out within the selection, so neither
+    decides what a ref goes back to: were the oldest move left a pair's, a ref that an earlier
+    revert outside the selection put back would be moved to what the pair's op found, which
+    that revert had taken back. A revert that took back ops outside the selection too is no
+    pair: taking it back redoes them."""
+    undoers = sorted({u for u in undone.values() if u in chosen})
+    kinds = reverts.kinds_of(conn, undoers)
+    whole = {u for u in undoers if kinds[u].kind != "revert" or set(reverts.targets_of(conn, u)) <= chosen}
+    return {op for pair in undone.items() if pair[1] in whole for op in pair}
 
 
 def _taken_back_with_others(conn: Conn, undo: int | None, name: str, scope: set[int], chosen: set[int]) -> bool:
