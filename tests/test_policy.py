@@ -365,6 +365,19 @@ def test_a_conflicts_next_is_an_undo_the_policy_lets_the_caller_make(sw):
     assert allowed["next"]["arguments"] == {"op": 8} and store.ok(ALICE, *allowed["next"]["argv"][5:])["op"] == 9
 
 
+def test_a_reverts_conflict_next_is_an_undo_the_policy_lets_the_caller_make_too(sw):
+    """As for `op undo`: E_CAS_MISMATCH's `next` of `op revert` is the undo of the newest op
+    outside the selection that moved a ref since, which under `[undo] others` may be another's."""
+    store = Store(sw, policy="[undo]\nothers = [\"human/*\"]\n")
+    assert store.ok(BOB, "changeset", "create", "-m", "later", "--ref", "main")["op"] == 8
+    ran = store(AGENT, "op", "revert", "--actor", AGENT)
+    assert (ran.exit, ran.error["code"]) == (3, "E_CAS_MISMATCH"), ran.stdout
+    assert ran.error["next"] is None and f"does not let {AGENT} undo op 8" in ran.error["hint"]
+    allowed = store(ALICE, "op", "revert", "--actor", AGENT).error  # a person may: the undo of op 8
+    assert allowed["next"]["arguments"] == {"op": 8} and store.ok(ALICE, *allowed["next"]["argv"][5:])["op"] == 9
+    assert store.ok(AGENT, "op", "revert", "--actor", AGENT)["op"] == 10  # and then the revert goes
+
+
 # --- predictions match the call -------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from swarmctl.spec import Annotations, Cli, Range, Tool, arg, request_type, resu
 from swarmctl.store import Conn, Move, Writer, conflicts, policies, queries, records, reverts
 from swarmctl.tools.common import OpNumber
 from swarmctl.tools.op import OpKind, log_query
-from swarmctl.tools.undo import UNDO, UndoMove
+from swarmctl.tools.undo import UNDO, UndoMove, forbidden_to
 
 # The most ops one revert may select: a larger selection is refused, never cut silently.
 MAX_SELECTION = 100_000
@@ -121,7 +121,7 @@ def _revert(
     if not moves:
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
     _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
-    effect = _net_effect(conn, selected, moves, given)
+    effect = _net_effect(conn, selected, moves, given, actor)
     in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(m.op for m in moves)}
     if not effect.moves:
         replay = _replay(conn, selected, effect.names, in_effect)
@@ -181,7 +181,7 @@ def _scope(conn: Conn, selected: list[int]) -> set[int]:
 
 
 def _net_effect(
-    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any]
+    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any], actor: str
 ) -> _NetEffect:
     """Each ref back to what it named before its oldest selected move, or the conflicts."""
     by_ref: dict[str, list[reverts.OpMove]] = {}  # name -> the selected moves of it, oldest first
@@ -208,7 +208,7 @@ def _net_effect(
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
-        raise _moved_by_others(found, given, len(selected))
+        raise _moved_by_others(conn, actor, found, given, len(selected))
     return _NetEffect(net, list(by_ref))
 
 
@@ -287,16 +287,24 @@ def _nothing_to_undo(given: dict[str, Any], selected: list[int], why: str) -> Sw
     )
 
 
-def _moved_by_others(found: list[conflicts.Conflict], given: dict[str, Any], count: int) -> SwarmError:
+def _moved_by_others(
+    conn: Conn, actor: str, found: list[conflicts.Conflict], given: dict[str, Any], count: int
+) -> SwarmError:
     others = sorted({op for c in found for op in c.moved_by})
     listed = ", ".join(map(str, others))
+    hint = (
+        f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {others[-1]}`), "
+        "or widen the selection to include them; then revert again."
+    )
+    forbidden = forbidden_to(conn, actor, others[-1])
+    if forbidden is not None:  # a `next` the caller may not make is no way on
+        hint += f" The store's policy does not let {actor} undo op {others[-1]} ({forbidden}): someone it allows must."
     return conflicts.cas_mismatch(
         found,
         f"cannot revert: ops outside the selection moved {conflicts.listed(found)} after the selected ops did; nothing was written",
         details={"filters": given, "selected": count},
-        hint=f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {others[-1]}`), "
-        "or widen the selection to include them; then revert again.",
-        next=UNDO.call(op=others[-1]),
+        hint=hint,
+        next=UNDO.call(op=others[-1]) if forbidden is None else None,
     )
 
 

@@ -344,7 +344,7 @@ def _refuse_moved_since(
         return
     later, which = _first_to_undo(conn, found)
     hint = first(later, which) if later is not None else "Re-read the refs; nothing was written."
-    forbidden = _forbidden_to(conn, actor, later) if later is not None else None
+    forbidden = forbidden_to(conn, actor, later) if later is not None else None
     if forbidden is not None:  # a `next` the caller may not make is no way on
         hint += f" The store's policy does not let {actor} undo op {later} ({forbidden}): someone it allows must."
     raise conflicts.cas_mismatch(
@@ -356,7 +356,7 @@ def _refuse_moved_since(
     )
 
 
-def _forbidden_to(conn: Conn, actor: str | None, op: int) -> str | None:
+def forbidden_to(conn: Conn, actor: str | None, op: int) -> str | None:
     """Why the policy forbids `actor` to undo `op` (None: it allows it, or there is no policy)."""
     if actor is None or policies.current(conn) is None:
         return None
