@@ -9,9 +9,11 @@ undo cancel out), or an op outside the selection that was taken back since, with
 took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
 back netted out, there and back: the later part of a revert made in parts). Any other move, even
 one later moved back by another move, is someone else's work in between, and stops the revert
-(E_CAS_MISMATCH, naming those ops). A selected move that an earlier revert took back together
-with moves of the ref outside the selection is taken back already: that revert put the ref back
-to before all of them, so it is not this selection's to restore (which would redo the others).
+(E_CAS_MISMATCH, naming those ops). A selected move taken back already by an op outside the
+selection (an undo, or a revert, perhaps of moves outside the selection too) does not decide what
+the ref goes back to: that op put the ref where it is, and what the ref named before the move is
+not this selection's to restore (that would redo what the op took back). Nor do a selected op and
+the selected undo that took it back: they net out.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ def _net_effect(
         by_ref.setdefault(m.name, []).append(m)
     scope, chosen = _scope(conn, selected), set(selected)
     undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
-    paired = _paired_in_selection(conn, undone, chosen)
+    not_deciding = _not_deciding(conn, undone, chosen)
     found, net = [], []
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
@@ -201,10 +203,7 @@ def _net_effect(
         if outside:
             found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
             continue
-        mine = [
-            m for m in mine
-            if m.op not in paired and not _taken_back_with_others(conn, undone.get(m.op), name, scope, chosen)
-        ]
+        mine = [m for m in mine if m.op not in not_deciding]
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
@@ -212,30 +211,19 @@ def _net_effect(
     return _NetEffect(net, list(by_ref))
 
 
-def _paired_in_selection(conn: Conn, undone: dict[int, int], chosen: set[int]) -> set[int]:
-    """The selected ops taken back now by a selected undo, or by a selected revert of selected ops
-    only, and those undos and reverts. Each such pair nets out within the selection, so neither
-    decides what a ref goes back to: were the oldest move left a pair's, a ref that an earlier
-    revert outside the selection put back would be moved to what the pair's op found, which
-    that revert had taken back. A revert that took back ops outside the selection too is no
-    pair: taking it back redoes them."""
+def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int]) -> set[int]:
+    """The selected ops whose moves do not decide what a ref goes back to: each taken back now by
+    an op outside the selection (an undo, a revert, perhaps with ops not selected: it put the
+    ref back to before them, and what the ref named before the op is not this selection's to
+    restore, which would redo what that undo or revert took back), and each taken back by a
+    selected undo, or a selected revert of selected ops only, with that undo or revert (the
+    pair nets out within the selection). A selected revert that took back ops outside the
+    selection too is no pair: taking it back redoes them, and its ops still decide."""
     undoers = sorted({u for u in undone.values() if u in chosen})
     kinds = reverts.kinds_of(conn, undoers)
     whole = {u for u in undoers if kinds[u].kind != "revert" or set(reverts.targets_of(conn, u)) <= chosen}
-    return {op for pair in undone.items() if pair[1] in whole for op in pair}
-
-
-def _taken_back_with_others(conn: Conn, undo: int | None, name: str, scope: set[int], chosen: set[int]) -> bool:
-    """Whether `undo`, the op that takes a selected move of ref `name` back now, is a revert
-    outside the selection that took back moves of `name` by ops outside the scope too. It put
-    `name` back to before all of them: that selected move is taken back already, and what
-    `name` named before it is not this selection's to restore (that would redo the others)."""
-    if undo is None or undo in chosen:
-        return False
-    kind = reverts.kinds_of(conn, [undo])[undo]
-    targets = reverts.targets_of(conn, undo) if kind.kind == "revert" else [kind.undoes]
-    others = [t for t in targets if t is not None and t not in scope]
-    return any(m.name == name for m in reverts.ref_moves_of(conn, others))
+    outside = {op for op, undo in undone.items() if undo not in chosen}
+    return outside | {op for pair in undone.items() if pair[1] in whole for op in pair}
 
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
