@@ -455,7 +455,9 @@ def test_random_staging_sequences_match_a_model(store):
                     assert ran.error["code"] == "E_STATE"
                 else:
                     assert ran.exit == 0, ran.stdout
-                    revs, current = revs[:current] + [(name, new)], current + 1
+                    kept = revs[:current]  # the undone revisions are dropped, and the baselines of refs only they staged
+                    first_staged = [n for n in first_staged if any(n == staged_name for staged_name, _ in kept)]
+                    revs, current = kept + [(name, new)], current + 1
                     first_staged += [name] if name not in first_staged else []
             elif action == "undo":
                 ran = store.tx("undo")
