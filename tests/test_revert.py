@@ -172,6 +172,47 @@ def test_ops_taken_back_already_do_not_bring_back_what_such_a_revert_took_back(s
     assert problems(sw.store) == []
 
 
+def _four_changesets(sw: Swarm) -> tuple[str, str]:
+    """Ops 1-5: init and four changesets (no ref moves). Returns the first two ids."""
+    sw.ok("--as", ALICE, "init", str(sw.store))
+    ids = [sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", f"c{i}")["changeset"]["id"] for i in range(4)]
+    return ids[0], ids[1]
+
+
+def test_a_selected_revert_taken_back_brings_back_its_selected_ops_which_are_taken_back_too(sw):
+    """Revert 9 took back ops 6 and 8 (agent/w1's); ops 7-9 selected. Taking back 9 redoes 6 and
+    8, and 8 is selected: it is taken back again, and gets `undone_by` = the new revert. It was
+    left out of `reverted`, shown in effect (`undone_by` null) though main no longer named what it
+    set, and the same selection again moved main once more, redoing op 7 (found by a probe)."""
+    c0, c1 = _four_changesets(sw)
+    sw.ok(*as_(sw, AGENT), "ref", "set", "y", c0, "--create")  # 6
+    sw.ok(*as_(sw, ALICE), "ref", "set", "main", c0, "--create")  # 7
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", c1)  # 8
+    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)["reverted"] == [6, 8]  # 9
+    ran = sw.ok(*as_(sw, "human/carol"), "op", "revert", "--after", "6", "--before", "10")  # 10
+    assert (ran["reverted"], ran["op"], refs(sw.store)) == ([7, 8, 9], 10, {"y": c0})
+    assert undone_by(sw, 6, 7, 8, 9) == [None, 10, 10, 10]
+    again = sw.ok(*as_(sw, "human/carol"), "op", "revert", "--after", "6", "--before", "10")
+    assert (again["already_applied"], again["op"], op_count(sw.store), refs(sw.store)) == (True, 10, 10, {"y": c0})
+    assert problems(sw.store) == []
+
+
+def test_an_undo_selected_without_its_op_brings_that_op_back_in_between_and_stops_it(sw):
+    """Agent/w1's ops 6 and 8 selected; 8 undid alice's 7. Taking back 8 redoes 7, someone
+    else's move of y after op 6: E_CAS_MISMATCH, nothing written. Op 7 and its undo were taken
+    to cancel out, and y was deleted with op 7 shown in effect. No `next`: undoing 7 changes
+    nothing (8 undid it already); the hint says what does."""
+    c0, c1 = _four_changesets(sw)
+    sw.ok(*as_(sw, AGENT), "ref", "set", "y", c0, "--create")  # 6
+    sw.ok(*as_(sw, ALICE), "ref", "set", "y", c1)  # 7
+    sw.ok(*as_(sw, AGENT), "op", "undo", "7")  # 8
+    for dry in ((), ("--dry-run",)):
+        ran = sw(*as_(sw, ALICE), "op", "revert", "--actor", AGENT, *dry)
+        assert (ran.exit, ran.error["code"], ran.error["next"]) == (3, "E_CAS_MISMATCH", None), ran.stdout
+        assert ran.error["details"]["conflicts"][0]["moved_by"] == [7] and "leave that op out" in ran.error["hint"]
+    assert (op_count(sw.store), refs(sw.store)) == (8, {"y": c0})
+
+
 def test_a_replay_of_an_undo_by_a_revert_that_netted_the_ref_out_sees_the_ref_moved_since(sw):
     """`op undo 3` after revert 5 took back ops 3 and 4 (tmp made and deleted: no move of tmp
     by the revert), and someone made tmp again: the replay said `already_applied` with tmp there."""

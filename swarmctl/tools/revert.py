@@ -192,13 +192,16 @@ def _net_effect(
     scope, chosen = _scope(conn, selected), set(selected)
     undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
     not_deciding = _not_deciding(conn, undone, chosen)
-    found, net = [], []
+    found, net, redone = [], [], set()
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
         outside = [op for op in later if op not in scope]
         if outside:  # taken back since by another later op (the two cancel out), or netted out
             cancelled = queries.cancelling(conn, later, name)
-            outside = [op for op in outside if op not in cancelled]
+            # ... unless by a selected op: taking that back brings the outside op back
+            back = {op for op, undo in queries.undos_in_effect(conn, outside).items() if undo in chosen}
+            redone |= back
+            outside = [op for op in outside if op not in cancelled or op in back]
         actual = queries.ref_target(conn, name)
         if outside:
             found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
@@ -207,7 +210,7 @@ def _net_effect(
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
-        raise _moved_by_others(conn, actor, found, given, len(selected))
+        raise _moved_by_others(conn, actor, found, given, len(selected), redone)
     return _NetEffect(net, list(by_ref))
 
 
@@ -228,18 +231,18 @@ def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int]) -> set[i
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
     """The selected ops the revert takes back (they get `undone_by`): those that moved a ref and
-    are in effect, but not an undo (or revert) whose op(s) are selected too: such a pair cancels."""
+    are in effect, but not an undo (or revert) whose op(s) are selected too: such a pair cancels.
+    And those taken back now by a selected revert that this one takes back (one that took back
+    ops outside the selection too): taking it back brings them back, and they are selected."""
     chosen = set(selected)
     kinds = reverts.kinds_of(conn, list(in_effect))
-    taken = []
-    for op, undone_by in in_effect.items():
+
+    def pairs_off(op: int) -> bool:
         kind, undoes = kinds[op]
-        if undone_by is not None or undoes in chosen:
-            continue
-        if kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen:
-            continue
-        taken.append(op)
-    return taken
+        return undoes in chosen or kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen
+
+    taken = {op for op, undone_by in in_effect.items() if undone_by is None and not pairs_off(op)}
+    return sorted(taken | {op for op, undone_by in in_effect.items() if undone_by in taken and not pairs_off(op)})
 
 
 def _replay(
@@ -276,23 +279,36 @@ def _nothing_to_undo(given: dict[str, Any], selected: list[int], why: str) -> Sw
 
 
 def _moved_by_others(
-    conn: Conn, actor: str, found: list[conflicts.Conflict], given: dict[str, Any], count: int
+    conn: Conn, actor: str, found: list[conflicts.Conflict], given: dict[str, Any], count: int, redone: set[int]
 ) -> SwarmError:
+    """E_CAS_MISMATCH naming the ops in between; `next` the undo of the newest, where that undo
+    would change something (an op the selection's own undo took back is undone already: taking
+    that undo back is what brings it back) and the policy lets the caller make it."""
     others = sorted({op for c in found for op in c.moved_by})
     listed = ", ".join(map(str, others))
-    hint = (
-        f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {others[-1]}`), "
-        "or widen the selection to include them; then revert again."
-    )
-    forbidden = forbidden_to(conn, actor, others[-1])
-    if forbidden is not None:  # a `next` the caller may not make is no way on
-        hint += f" The store's policy does not let {actor} undo op {others[-1]} ({forbidden}): someone it allows must."
+    newest = others[-1]
+    if newest in redone:
+        back = ", ".join(map(str, sorted(redone & set(others))))
+        hint = (
+            f"Not selected: op(s) {listed}. Op(s) {back}: taken back now by an op the selection selects, whose "
+            "revert would bring them back. Widen the selection to include them, or narrow it to leave that op out; "
+            "then revert again."
+        )
+        forbidden = "undone already"
+    else:
+        hint = (
+            f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {newest}`), "
+            "or widen the selection to include them; then revert again."
+        )
+        forbidden = forbidden_to(conn, actor, newest)
+        if forbidden is not None:  # a `next` the caller may not make is no way on
+            hint += f" The store's policy does not let {actor} undo op {newest} ({forbidden}): someone it allows must."
     return conflicts.cas_mismatch(
         found,
         f"cannot revert: ops outside the selection moved {conflicts.listed(found)} after the selected ops did; nothing was written",
         details={"filters": given, "selected": count},
         hint=hint,
-        next=UNDO.call(op=others[-1]) if forbidden is None else None,
+        next=UNDO.call(op=newest) if forbidden is None else None,
     )
 
 
