@@ -197,7 +197,8 @@ def test_a_revert_that_succeeds_leaves_the_refs_as_one_undo_at_a_time_would(hist
     """Over histories with reverts in them (which take back several ops at once, some of which
     may be selected again later): where undoing the selection's ops one at a time works, a
     revert that is not refused leaves the refs exactly as those undos would, and one that finds
-    nothing to take back leaves them as they are."""
+    nothing to take back leaves them as they are. A revert that moved refs, made again with the
+    same selection, is a replay that moves nothing."""
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         assert call(store.parent, ALICE, "init", {"path": str(store)})["ok"]
@@ -216,6 +217,10 @@ def test_a_revert_that_succeeds_leaves_the_refs_as_one_undo_at_a_time_would(hist
         before = refs(store)
         ran = call(store, ALICE, "op_revert", chosen_by)
         assert problems(store) == []
+        if ran["ok"] and not ran["result"]["already_applied"]:  # the same selection again: a replay
+            after = refs(store)
+            again = call(store, ALICE, "op_revert", chosen_by)
+            assert again["ok"] and again["result"]["already_applied"] and refs(store) == after, (chosen_by, ran, again)
         if oracle is None or not ran["ok"] and ran["error"]["code"] == "E_CAS_MISMATCH":
             return  # a revert is stricter: a ref moved away and back by someone else stops it
         if oracle == before:

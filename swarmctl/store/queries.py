@@ -1,7 +1,11 @@
 """Reads. Each takes a connection (a read snapshot or a write transaction) and returns plain
 values or typed rows (rows.py; txs.py and workflows.py have their own); none of
 them writes. Every query here is bounded by an index, so its cost does not grow with the length
-of the op log."""
+of the op log.
+
+Why this module is long: it is every read the tools share (ops, refs, changesets, the chains
+of undos that `op undo` and `op revert` walk), each a few lines of SQL; split by table, the
+chain walks would import each other's halves."""
 
 import json
 from typing import Iterable, NamedTuple, Sequence
@@ -229,15 +233,25 @@ def undo_in_effect(conn: Conn, op: int) -> int | None:
     return chain[0] if len(chain) % 2 == 1 else None
 
 
-def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
-    """`undo_in_effect` of many ops at once (those taken back now, each with its undo): one
-    query of each kind per link of the chains of undos, not per op."""
-    newest: dict[int, int | None] = {}  # an op -> the newest op that took it back (None: none)
+def newest_undos(conn: Conn, ops: Iterable[int]) -> dict[int, int | None]:
+    """Each of `ops`, and each op down their chains of undos, -> the newest op that took it back
+    (None: none): one query of each kind per link of the chains, not per op. Each link is
+    checked to point to a later op, so a walk down a chain always ends."""
+    newest: dict[int, int | None] = {}
     frontier = sorted(set(ops))
     while frontier:
         found = _newest_undos(conn, frontier)
-        newest.update((op, found.get(op)) for op in frontier)
+        for op in frontier:
+            _check_later(op, found.get(op))
+            newest[op] = found.get(op)
         frontier = sorted({u for u in found.values() if u not in newest})
+    return newest
+
+
+def undos_in_effect(conn: Conn, ops: Iterable[int]) -> dict[int, int]:
+    """`undo_in_effect` of many ops at once (those taken back now, each with its undo): one
+    query of each kind per link of the chains of undos, not per op."""
+    newest = newest_undos(conn, ops)
     taken_back: dict[int, int] = {}
     for op in ops:
         chain, current = [], newest.get(op)

@@ -191,7 +191,7 @@ def _net_effect(
         by_ref.setdefault(m.name, []).append(m)
     scope, chosen = _scope(conn, selected), set(selected)
     undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
-    not_deciding = _not_deciding(conn, undone, chosen)
+    not_deciding = _not_deciding(conn, undone, chosen, {m.op for m in moves})
     found, net, redone = [], [], set()
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
@@ -214,35 +214,57 @@ def _net_effect(
     return _NetEffect(net, list(by_ref))
 
 
-def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int]) -> set[int]:
-    """The selected ops whose moves do not decide what a ref goes back to: each taken back now by
-    an op outside the selection (an undo, a revert, perhaps with ops not selected: it put the
-    ref back to before them, and what the ref named before the op is not this selection's to
-    restore, which would redo what that undo or revert took back), and each taken back by a
-    selected undo, or a selected revert of selected ops only, with that undo or revert (the
-    pair nets out within the selection). A selected revert that took back ops outside the
-    selection too is no pair: taking it back redoes them, and its ops still decide."""
-    undoers = sorted({u for u in undone.values() if u in chosen})
-    kinds = reverts.kinds_of(conn, undoers)
-    whole = {u for u in undoers if kinds[u].kind != "revert" or set(reverts.targets_of(conn, u)) <= chosen}
+def _pairs_off(conn: Conn, op: int, kind: reverts.OpKind, chosen: set[int]) -> bool:
+    """Whether the selected `op` nets out within the selection: an undo of a selected op, or a
+    revert of selected ops only."""
+    return kind.undoes in chosen or kind.kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen
+
+
+def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int], moving: set[int]) -> set[int]:
+    """Those of the selected ops that moved a ref (`moving`) whose moves do not decide what a ref
+    goes back to: each taken back now by an op outside the selection (an undo, a revert, perhaps
+    with ops not selected: it put the ref back to before them, and what the ref named before the
+    op is not this selection's to restore, which would redo what that undo or revert took back);
+    each undo of a selected op and each revert of selected ops only, and the selected ops they
+    take back now (the pair nets out within the selection). A selected revert that took back
+    ops outside the selection too is no pair: taking it back redoes them, and its ops decide."""
+    kinds = reverts.kinds_of(conn, sorted(moving | {u for u in undone.values() if u in chosen}))
+    pairing = {op for op in kinds if _pairs_off(conn, op, kinds[op], chosen)}
     outside = {op for op, undo in undone.items() if undo not in chosen}
-    return outside | {op for pair in undone.items() if pair[1] in whole for op in pair}
+    return outside | (pairing & moving) | {op for op, undo in undone.items() if undo in pairing}
 
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
-    """The selected ops the revert takes back (they get `undone_by`): those that moved a ref and
-    are in effect, but not an undo (or revert) whose op(s) are selected too: such a pair cancels.
-    And those taken back now by a selected revert that this one takes back (one that took back
-    ops outside the selection too): taking it back brings them back, and they are selected."""
+    """The selected ops the revert takes back (each gets `undone_by` = the revert): of those that
+    moved a ref, but not an undo of a selected op nor a revert of selected ops only (such a pair
+    nets out), each that would be in effect once the revert took back the others. Taking back a
+    selected revert that took back ops outside the selection too brings back what it took back:
+    the selected ops among them are taken back again; taking back one that took back an undo
+    brings that undo back, and the op it undoes stays taken back by it, not by this revert."""
     chosen = set(selected)
     kinds = reverts.kinds_of(conn, list(in_effect))
+    candidates = [op for op in in_effect if not _pairs_off(conn, op, kinds[op], chosen)]
+    newest = queries.newest_undos(conn, candidates)
+    taken = {op for op in candidates if in_effect[op] is None}
+    for _ in range(len(candidates)):  # what one taken op brings back may bring back another's undo
+        now = {op for op in candidates if _in_effect_after(op, newest, taken - {op})}
+        if now == taken:
+            break
+        taken = now
+    return sorted(taken)
 
-    def pairs_off(op: int) -> bool:
-        kind, undoes = kinds[op]
-        return undoes in chosen or kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen
 
-    taken = {op for op, undone_by in in_effect.items() if undone_by is None and not pairs_off(op)}
-    return sorted(taken | {op for op, undone_by in in_effect.items() if undone_by in taken and not pairs_off(op)})
+def _in_effect_after(op: int, newest: dict[int, int | None], taken: set[int]) -> bool:
+    """Whether `op` is in effect once a new op takes back `taken` (as `undo_in_effect` reads a
+    chain of undos: the new op is the newest undo of each op it takes back)."""
+    links, current = 0, op
+    while True:
+        if current in taken:
+            return links % 2 == 1  # the new op is one more link
+        later = newest.get(current)
+        if later is None:
+            return links % 2 == 0
+        links, current = links + 1, later
 
 
 def _replay(
