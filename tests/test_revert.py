@@ -197,26 +197,6 @@ def test_a_selected_revert_taken_back_brings_back_its_selected_ops_which_are_tak
     assert problems(sw.store) == []
 
 
-def test_taking_back_a_selected_revert_of_an_undo_brings_the_undo_back_and_what_it_undid_stays_undone(sw):
-    """Agent/w1's ops 4, 6 and 8 selected. Revert 8 took back 7, alice's undo of revert 5, so 5
-    took op 4 back again. Taking back 8 brings 7 back, which brings 4 back, and 4 is selected: main
-    stays gone, x (op 6) goes. The revert moved main back to A, what op 4 set (found by the
-    property test with its replay check)."""
-    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
-    a = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "A")["changeset"]["id"]  # 2
-    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "B")  # 3
-    sw.ok(*as_(sw, AGENT), "ref", "set", "main", a, "--create")  # 4
-    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--after", "3")["reverted"] == [4]  # 5: main gone
-    sw.ok(*as_(sw, AGENT), "ref", "set", "x", a, "--create")  # 6
-    sw.ok(*as_(sw, ALICE), "op", "undo", "5")  # 7: main back
-    assert sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "6", "--before", "8")["reverted"] == [7]  # 8: main gone
-    ran = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 9
-    assert (ran["reverted"], ran["op"], refs(sw.store)) == ([4, 6, 8], 9, {})
-    again = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
-    assert (again["already_applied"], again["op"], op_count(sw.store), refs(sw.store)) == (True, 9, 9, {})
-    assert problems(sw.store) == []
-
-
 def test_an_undo_selected_without_its_op_brings_that_op_back_in_between_and_stops_it(sw):
     """Agent/w1's ops 6 and 8 selected; 8 undid alice's 7. Taking back 8 redoes 7, someone
     else's move of y after op 6: E_CAS_MISMATCH, nothing written. Op 7 and its undo were taken

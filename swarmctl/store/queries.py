@@ -307,15 +307,6 @@ def moves_after(conn: Conn, name: str, op: int) -> list[int]:
     ]
 
 
-def moves_before(conn: Conn, name: str, op: int, limit: int) -> list[int]:
-    """Up to `limit` of the ops before `op` that moved ref `name`, newest first."""
-    return [
-        r[0] for r in conn.execute(
-            "SELECT op FROM ref_moves WHERE name = ? AND op < ? ORDER BY op DESC LIMIT ?", (name, op, limit)
-        )
-    ]
-
-
 def actors_with_prefix(conn: Conn, prefix: str, limit: int) -> list[ActorRow]:
     """The actors whose name starts with `prefix`, with their newest op, by name (completion).
     One index seek per actor, on ops(actor, op)."""

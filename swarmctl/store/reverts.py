@@ -131,12 +131,6 @@ def ref_moves_of(conn: Conn, ops: Sequence[int]) -> list[OpMove]:
     return found
 
 
-def new_of(conn: Conn, op: int, name: str) -> str | None:
-    """What op `op` moved ref `name` to (None: it deleted it)."""
-    row = conn.execute("SELECT new FROM ref_moves WHERE op = ? AND name = ? ORDER BY seq DESC LIMIT 1", (op, name)).fetchone()
-    return row[0]
-
-
 def kinds_of(conn: Conn, ops: Sequence[int]) -> dict[int, OpKind]:
     """op -> its kind and what it undoes, for each of `ops`."""
     found: dict[int, OpKind] = {}

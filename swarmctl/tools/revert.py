@@ -1,21 +1,19 @@
 """`op revert`: take back every op a filter selects (an actor's, a range's, a ref's), in one op of
 kind `revert`, by compare-and-swap, all or nothing.
 
-How a selection's effect is worked out. First which ops it takes back: each selected op that
-moved a ref and would be in effect once the revert is made (read down its chain of undos, where
-the revert is the newest undo of each op it takes back; so taking back a selected revert brings
-back what it took back), but not an undo of a selected op nor a revert of selected ops only
-(such a pair nets out). Then, ref by ref, where it leaves the ref: what the newest of the ref's
-moves names, of those made by an op that sets refs (not an undo nor a revert, which only take
-such ops back or bring them back) and in effect once the revert is made; in the simple case,
-what the ref named before its oldest selected move. That is safe only if nothing but the
-selection moved the ref since: every later move must be by a selected op, or by an op that took
-a selected op back (its undo, or a revert of it, and so on down the chain), or an op outside the
-selection that was taken back since, with the undo that took it back (they cancel out, unless
-that undo is selected: taking it back brings the op back), or by a revert that did not move the
-ref (the moves it took back netted out, there and back: the later part of a revert made in
-parts). Any other move, even one later moved back by another move, is someone else's work in
-between, and stops the revert (E_CAS_MISMATCH, naming those ops).
+How a selection's effect is worked out, ref by ref: the net effect of the selected ops on a ref
+is to put it back to what it named before its oldest selected move. That is safe only if nothing
+but the selection moved the ref since: every later move must be by a selected op, or by an op
+that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
+undo cancel out), or an op outside the selection that was taken back since, with the undo that
+took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
+back netted out, there and back: the later part of a revert made in parts). Any other move, even
+one later moved back by another move, is someone else's work in between, and stops the revert
+(E_CAS_MISMATCH, naming those ops). A selected move taken back already by an op outside the
+selection (an undo, or a revert, perhaps of moves outside the selection too) does not decide what
+the ref goes back to: that op put the ref where it is, and what the ref named before the move is
+not this selection's to restore (that would redo what the op took back). Nor do a selected op and
+the selected undo that took it back: they net out.
 """
 
 from __future__ import annotations
@@ -125,14 +123,14 @@ def _revert(
     if not moves:
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
     _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
+    effect = _net_effect(conn, selected, moves, given, actor)
     in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(m.op for m in moves)}
-    taken_back = _taken_back(conn, selected, in_effect)
-    effect = _net_effect(conn, selected, moves, given, actor, set(taken_back))
     if not effect.moves:
         replay = _replay(conn, selected, effect.names, in_effect)
         if replay is not None:
             return replay
         raise _nothing_to_undo(given, selected, "every ref they moved already names what it named before them")
+    taken_back = _taken_back(conn, selected, in_effect)
     op = None
     if writer is not None:
         described = " ".join(OP_REVERT.argv(**given)[3:])
@@ -185,18 +183,16 @@ def _scope(conn: Conn, selected: list[int]) -> set[int]:
 
 
 def _net_effect(
-    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any], actor: str, taken: set[int]
+    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any], actor: str
 ) -> _NetEffect:
-    """Each ref where the revert leaves it, or the conflicts. Where it leaves a ref: what the
-    newest of the ref's moves since its oldest selected move names, of those made by an op that
-    sets refs (not an undo nor a revert: those only take such ops back and bring them back) and
-    that is still in effect once the revert takes back `taken`; none left, what the ref named
-    before its oldest selected move."""
+    """Each ref back to what it named before its oldest selected move, or the conflicts."""
     by_ref: dict[str, list[reverts.OpMove]] = {}  # name -> the selected moves of it, oldest first
     for m in moves:
         by_ref.setdefault(m.name, []).append(m)
     scope, chosen = _scope(conn, selected), set(selected)
-    found, tracks, redone = [], {}, set()
+    undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
+    not_deciding = _not_deciding(conn, undone, chosen, {m.op for m in moves})
+    found, net, redone = [], [], set()
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
         outside = [op for op in later if op not in scope]
@@ -206,49 +202,36 @@ def _net_effect(
             back = {op for op, undo in queries.undos_in_effect(conn, outside).items() if undo in chosen}
             redone |= back
             outside = [op for op in outside if op not in cancelled or op in back]
+        actual = queries.ref_target(conn, name)
         if outside:
-            found.append(conflicts.Conflict(name, mine[-1].new, queries.ref_target(conn, name), outside))
-        tracks[name] = [mine[0].op, *later]
+            found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
+            continue
+        mine = [m for m in mine if m.op not in not_deciding]
+        if mine and actual != mine[0].old:
+            net.append(Move(name, old=actual, new=mine[0].old))
     if found:
         raise _moved_by_others(conn, actor, found, given, len(selected), redone)
-    standing = _standing(conn, sorted({op for track in tracks.values() for op in track}), taken)
-    net = []
-    for name, track in tracks.items():
-        last = max((op for op in track if op in standing), default=None)
-        target = _standing_before(conn, name, track[0], taken) if last is None else reverts.new_of(conn, last, name)
-        actual = queries.ref_target(conn, name)
-        if actual != target:
-            net.append(Move(name, old=actual, new=target))
     return _NetEffect(net, list(by_ref))
-
-
-def _standing(conn: Conn, ops: list[int], taken: set[int]) -> set[int]:
-    """Those of `ops` that set refs (not an undo nor a revert) and are in effect once the revert
-    takes back `taken`."""
-    setting = [op for op, kind in reverts.kinds_of(conn, ops).items() if kind.kind not in ("undo", "revert")]
-    newest = queries.newest_undos(conn, setting)
-    return {op for op in setting if _in_effect_after(op, newest, taken)}
-
-
-def _standing_before(conn: Conn, name: str, op: int, taken: set[int]) -> str | None:
-    """What ref `name` names by the newest of its moves before `op` that is in effect once the
-    revert takes back `taken` (None: no such move, so no such ref). Newest first, a few at a time:
-    the move just before is nearly always the one."""
-    while True:
-        earlier = queries.moves_before(conn, name, op, 8)
-        if not earlier:
-            return None
-        standing = _standing(conn, earlier, taken)
-        for found in earlier:
-            if found in standing:
-                return reverts.new_of(conn, found, name)
-        op = earlier[-1]
 
 
 def _pairs_off(conn: Conn, op: int, kind: reverts.OpKind, chosen: set[int]) -> bool:
     """Whether the selected `op` nets out within the selection: an undo of a selected op, or a
     revert of selected ops only."""
     return kind.undoes in chosen or kind.kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen
+
+
+def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int], moving: set[int]) -> set[int]:
+    """Those of the selected ops that moved a ref (`moving`) whose moves do not decide what a ref
+    goes back to: each taken back now by an op outside the selection (an undo, a revert, perhaps
+    with ops not selected: it put the ref back to before them, and what the ref named before the
+    op is not this selection's to restore, which would redo what that undo or revert took back);
+    each undo of a selected op and each revert of selected ops only, and the selected ops they
+    take back now (the pair nets out within the selection). A selected revert that took back
+    ops outside the selection too is no pair: taking it back redoes them, and its ops decide."""
+    kinds = reverts.kinds_of(conn, sorted(moving | {u for u in undone.values() if u in chosen}))
+    pairing = {op for op in kinds if _pairs_off(conn, op, kinds[op], chosen)}
+    outside = {op for op, undo in undone.items() if undo not in chosen}
+    return outside | (pairing & moving) | {op for op, undo in undone.items() if undo in pairing}
 
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
