@@ -6,7 +6,8 @@ is to put it back to what it named before its oldest selected move. That is safe
 but the selection moved the ref since: every later move must be by a selected op, or by an op
 that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
 undo cancel out), or an op outside the selection that was taken back since, with the undo that
-took it back (they cancel out too), or by a revert that did not move the ref (the moves it took
+took it back (they cancel out too, unless that undo is selected: taking it back brings the op
+back), or by a revert that did not move the ref (the moves it took
 back netted out, there and back: the later part of a revert made in parts). Any other move, even
 one later moved back by another move, is someone else's work in between, and stops the revert
 (E_CAS_MISMATCH, naming those ops). A selected move taken back already by an op outside the
@@ -316,7 +317,7 @@ def _moved_by_others(
             "revert would bring them back. Widen the selection to include them, or narrow it to leave that op out; "
             "then revert again."
         )
-        forbidden = "undone already"
+        next_call = None
     else:
         hint = (
             f"Not selected: op(s) {listed}. Undo them first, newest first (`swarmctl op undo {newest}`), "
@@ -325,12 +326,13 @@ def _moved_by_others(
         forbidden = forbidden_to(conn, actor, newest)
         if forbidden is not None:  # a `next` the caller may not make is no way on
             hint += f" The store's policy does not let {actor} undo op {newest} ({forbidden}): someone it allows must."
+        next_call = UNDO.call(op=newest) if forbidden is None else None
     return conflicts.cas_mismatch(
         found,
         f"cannot revert: ops outside the selection moved {conflicts.listed(found)} after the selected ops did; nothing was written",
         details={"filters": given, "selected": count},
         hint=hint,
-        next=UNDO.call(op=newest) if forbidden is None else None,
+        next=next_call,
     )
 
 
