@@ -82,9 +82,10 @@ def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
     Ops already undone, and undos whose op is selected too, cancel out; an undo selected without
     its op is taken back like any op (that redoes). A ref that anyone outside the selection moved
     after its oldest selected move (even if it was later moved back, unless by the undo of that
-    move: the two cancel out) stops it: E_CAS_MISMATCH,
-    nothing written, `error.details.conflicts` naming those ops in `moved_by`, and `error.next`
-    the undo of the newest of them (or widen the selection to include them). Each op taken back
+    move, not selected: the two cancel out) stops it: E_CAS_MISMATCH, nothing written,
+    `error.details.conflicts` naming those ops in `moved_by`, and `error.next` the undo of the
+    newest of them (or widen the selection to include them); null where that undo would change
+    nothing or the policy does not let the caller make it (the hint says why). Each op taken back
     gets `undone_by` = the revert; `op undo` of the revert takes it all back. Run again with the
     same selection, it is a replay (`already_applied`, the revert that did it, nothing written).
     A selection with nothing to take back is E_NOTHING_TO_UNDO. `--dry-run` lists what would be
