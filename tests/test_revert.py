@@ -180,7 +180,7 @@ def _four_changesets(sw: Swarm) -> tuple[str, str]:
 
 
 def test_a_selected_revert_taken_back_brings_back_its_selected_ops_which_are_taken_back_too(sw):
-    """Revert 9 took back ops 6 and 8 (agent/w1's); ops 7-9 selected. Taking back 9 redoes 6 and
+    """Revert 9 took back ops 6 and 8 (the agent's); ops 7-9 selected. Taking back 9 redoes 6 and
     8, and 8 is selected: it is taken back again, and gets `undone_by` = the new revert. It was
     left out of `reverted`, shown in effect (`undone_by` null) though main no longer named what it
     set, and the same selection again moved main once more, redoing op 7 (found by a probe)."""
@@ -197,8 +197,28 @@ def test_a_selected_revert_taken_back_brings_back_its_selected_ops_which_are_tak
     assert problems(sw.store) == []
 
 
+def test_taking_back_a_selected_revert_of_an_undo_leaves_the_undone_op_taken_back_by_that_undo(sw):
+    """The agent's ops 4, 5 (the undo of 4) and 7 selected; revert 7 took back 5 and alice's 6.
+    Taking back 7 brings 5 back, and 5 takes 4 back again: the revert takes back 7 alone. It
+    said `reverted: [4, 7]`, so op 4 had two undos in effect, and the same selection again moved
+    main back (found by the property test's replay check)."""
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    a = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "A")["changeset"]["id"]  # 2
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "B")  # 3
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", a, "--create")  # 4
+    sw.ok(*as_(sw, AGENT), "op", "undo", "4")  # 5: main gone
+    sw.ok(*as_(sw, ALICE), "ref", "set", "x", a, "--create")  # 6
+    assert sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "4")["reverted"] == [5, 6]  # 7: main back, x gone
+    ran = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 8
+    assert (ran["reverted"], ran["op"], refs(sw.store)) == ([7], 8, {"x": a})
+    assert undone_by(sw, 4, 5, 7) == [5, None, 8]
+    again = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert (again["already_applied"], again["op"], op_count(sw.store), refs(sw.store)) == (True, 8, 8, {"x": a})
+    assert problems(sw.store) == []
+
+
 def test_an_undo_selected_without_its_op_brings_that_op_back_in_between_and_stops_it(sw):
-    """Agent/w1's ops 6 and 8 selected; 8 undid alice's 7. Taking back 8 redoes 7, someone
+    """The agent's ops 6 and 8 selected; 8 undid alice's 7. Taking back 8 redoes 7, someone
     else's move of y after op 6: E_CAS_MISMATCH, nothing written. Op 7 and its undo were taken
     to cancel out, and y was deleted with op 7 shown in effect. No `next`: undoing 7 changes
     nothing (8 undid it already); the hint says what does."""
