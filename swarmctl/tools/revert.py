@@ -249,7 +249,7 @@ def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None
     newest = queries.newest_undos(conn, candidates)
     taken = {op for op in candidates if in_effect[op] is None}
     for _ in range(len(candidates)):  # what one taken op brings back may bring back another's undo
-        now = {op for op in candidates if _in_effect_after(op, newest, taken - {op})}
+        now = {op for op in candidates if _in_effect_after(op, newest, taken)}
         if now == taken:
             break
         taken = now
@@ -257,16 +257,17 @@ def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None
 
 
 def _in_effect_after(op: int, newest: dict[int, int | None], taken: set[int]) -> bool:
-    """Whether `op` is in effect once a new op takes back `taken` (as `undo_in_effect` reads a
-    chain of undos: the new op is the newest undo of each op it takes back)."""
-    links, current = 0, op
-    while True:
+    """Whether `op` is in effect once a new op takes back the others of `taken` (as
+    `undo_in_effect` reads a chain of undos: the new op is the newest undo of each op it takes
+    back). `op` itself is left out by starting at its undo, not by a copy of `taken` less `op`
+    for each op (quadratic in a selection of 100,000)."""
+    links, current = 0, newest.get(op)
+    while current is not None:
+        links += 1
         if current in taken:
             return links % 2 == 1  # the new op is one more link
-        later = newest.get(current)
-        if later is None:
-            return links % 2 == 0
-        links, current = links + 1, later
+        current = newest.get(current)
+    return links % 2 == 0
 
 
 def _replay(
