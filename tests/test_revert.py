@@ -217,6 +217,30 @@ def test_taking_back_a_selected_revert_of_an_undo_leaves_the_undone_op_taken_bac
     assert problems(sw.store) == []
 
 
+def test_a_selected_op_an_undo_outside_took_back_that_the_revert_brings_back_decides(sw):
+    """Alice's revert 5 took back the agent's op 4 (main gone); her undo 7 took 5 back (main back
+    to A); the agent's revert 8 took back 7 (main gone). The agent's ops 4, 6 and 8 selected:
+    taking back 8 brings 7 back, which takes 5 back, so op 4 is in effect again and is taken
+    back too, as undoing 8, 6 and 4 one at a time would: main stays gone, x goes. Op 4 was read
+    as taken back for good by 5, and main was moved back to A, what main named before op 8,
+    beside `reverted: [4, 6, 8]` (the open case of stop 38)."""
+    sw.ok("--as", ALICE, "init", str(sw.store))  # 1
+    a = sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "A")["changeset"]["id"]  # 2
+    sw.ok(*as_(sw, ALICE), "changeset", "create", "-m", "B")  # 3
+    sw.ok(*as_(sw, AGENT), "ref", "set", "main", a, "--create")  # 4
+    assert sw.ok(*as_(sw, ALICE), "op", "revert", "--after", "3")["reverted"] == [4]  # 5: main gone
+    sw.ok(*as_(sw, AGENT), "ref", "set", "x", a, "--create")  # 6
+    sw.ok(*as_(sw, ALICE), "op", "undo", "5")  # 7: main back to A
+    assert sw.ok(*as_(sw, AGENT), "op", "revert", "--after", "6", "--before", "8")["reverted"] == [7]  # 8: main gone
+    assert refs(sw.store) == {"x": a}
+    ran = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)  # 9
+    assert (ran["reverted"], ran["op"], refs(sw.store)) == ([4, 6, 8], 9, {}), ran
+    assert undone_by(sw, 4, 5, 6, 7, 8) == [9, 7, 9, None, 9]
+    again = sw.ok(*as_(sw, ALICE), "op", "revert", "--actor", AGENT)
+    assert (again["already_applied"], again["op"], op_count(sw.store), refs(sw.store)) == (True, 9, 9, {})
+    assert problems(sw.store) == []
+
+
 def test_an_undo_selected_without_its_op_brings_that_op_back_in_between_and_stops_it(sw):
     """The agent's ops 6 and 8 selected; 8 undid alice's 7. Taking back 8 redoes 7, someone
     else's move of y after op 6: E_CAS_MISMATCH, nothing written. Op 7 and its undo were taken

@@ -1,20 +1,25 @@
 """`op revert`: take back every op a filter selects (an actor's, a range's, a ref's), in one op of
 kind `revert`, by compare-and-swap, all or nothing.
 
-How a selection's effect is worked out, ref by ref: the net effect of the selected ops on a ref
-is to put it back to what it named before its oldest selected move. That is safe only if nothing
-but the selection moved the ref since: every later move must be by a selected op, or by an op
-that took a selected op back (its undo, or a revert of it, and so on down the chain: an op and its
-undo cancel out), or an op outside the selection that was taken back since, with the undo that
-took it back (they cancel out too, unless that undo is selected: taking it back brings the op
-back), or by a revert that did not move the ref (the moves it took
-back netted out, there and back: the later part of a revert made in parts). Any other move, even
-one later moved back by another move, is someone else's work in between, and stops the revert
-(E_CAS_MISMATCH, naming those ops). A selected move taken back already by an op outside the
-selection (an undo, or a revert, perhaps of moves outside the selection too) does not decide what
-the ref goes back to: that op put the ref where it is, and what the ref named before the move is
-not this selection's to restore (that would redo what the op took back). Nor do a selected op and
-the selected undo that took it back: they net out.
+How a selection's effect is worked out, ref by ref. First, which of the selected ops the revert
+takes back: each that moved a ref and would be in effect once the revert is made (read down the
+chain of undos, with the revert the newest undo of the others), but not a selected undo of a
+selected op nor a revert of selected ops only (such a pair nets out within the selection). Then
+each ref goes back to what it named before the oldest move of those. A selected op that stays
+taken back by an op outside the selection (an undo, or a revert, perhaps of moves outside the
+selection too) does not decide what the ref goes back to: that op put the ref where it is, and
+restoring what the ref named before the move would redo what that op took back. One that the
+revert brings back into effect (taking back a selected op that took back the undo that took it
+back) is taken back, and decides.
+
+That is safe only if nothing but the selection moved the ref since its oldest selected move:
+every later move must be by a selected op, or by an op that took a selected op back (its undo,
+or a revert of it, and so on down the chain: an op and its undo cancel out), or an op outside
+the selection that was taken back since, with the undo that took it back (they cancel out too,
+unless that undo is selected: taking it back brings the op back), or by a revert that did not
+move the ref (the moves it took back netted out, there and back: the later part of a revert
+made in parts). Any other move, even one later moved back by another move, is someone else's
+work in between, and stops the revert (E_CAS_MISMATCH, naming those ops).
 """
 
 from __future__ import annotations
@@ -80,7 +85,9 @@ def op_revert(ctx: Context, req: OpRevertReq) -> RevertResult:
 
     Each ref the selected ops moved goes back to what it named before its oldest selected move.
     Ops already undone, and undos whose op is selected too, cancel out; an undo selected without
-    its op is taken back like any op (that redoes). A ref that anyone outside the selection moved
+    its op is taken back like any op (that redoes). Which ops are taken back is read as it will
+    be once the revert is made: a selected op that taking back a selected undo or revert brings
+    back into effect is taken back too. A ref that anyone outside the selection moved
     after its oldest selected move (even if it was later moved back, unless by the undo of that
     move, not selected: the two cancel out) stops it: E_CAS_MISMATCH, nothing written,
     `error.details.conflicts` naming those ops in `moved_by`, and `error.next` the undo of the
@@ -125,14 +132,14 @@ def _revert(
     if not moves:
         raise _nothing_to_undo(given, selected, "none of them moved a ref")
     _refuse_forbidden(conn, actor, moves)  # before any conflict: forbidden wins
-    effect = _net_effect(conn, selected, moves, given, actor)
     in_effect = {op: queries.undo_in_effect(conn, op) for op in dict.fromkeys(m.op for m in moves)}
+    taken_back = _taken_back(conn, selected, in_effect)
+    effect = _net_effect(conn, selected, moves, set(taken_back), given, actor)
     if not effect.moves:
         replay = _replay(conn, selected, effect.names, in_effect)
         if replay is not None:
             return replay
         raise _nothing_to_undo(given, selected, "every ref they moved already names what it named before them")
-    taken_back = _taken_back(conn, selected, in_effect)
     op = None
     if writer is not None:
         described = " ".join(OP_REVERT.argv(**given)[3:])
@@ -185,15 +192,14 @@ def _scope(conn: Conn, selected: list[int]) -> set[int]:
 
 
 def _net_effect(
-    conn: Conn, selected: list[int], moves: list[reverts.OpMove], given: dict[str, Any], actor: str
+    conn: Conn, selected: list[int], moves: list[reverts.OpMove], taking: set[int], given: dict[str, Any], actor: str
 ) -> _NetEffect:
-    """Each ref back to what it named before its oldest selected move, or the conflicts."""
+    """Each ref back to what it named before the oldest move of the selected ops the revert
+    takes back (`taking`), or the conflicts."""
     by_ref: dict[str, list[reverts.OpMove]] = {}  # name -> the selected moves of it, oldest first
     for m in moves:
         by_ref.setdefault(m.name, []).append(m)
     scope, chosen = _scope(conn, selected), set(selected)
-    undone = queries.undos_in_effect(conn, {m.op for m in moves})  # those taken back now, each with its undo
-    not_deciding = _not_deciding(conn, undone, chosen, {m.op for m in moves})
     found, net, redone = [], [], set()
     for name, mine in by_ref.items():
         later = queries.moves_after(conn, name, mine[0].op)
@@ -208,7 +214,7 @@ def _net_effect(
         if outside:
             found.append(conflicts.Conflict(name, mine[-1].new, actual, outside))
             continue
-        mine = [m for m in mine if m.op not in not_deciding]
+        mine = [m for m in mine if m.op in taking]
         if mine and actual != mine[0].old:
             net.append(Move(name, old=actual, new=mine[0].old))
     if found:
@@ -220,20 +226,6 @@ def _pairs_off(conn: Conn, op: int, kind: reverts.OpKind, chosen: set[int]) -> b
     """Whether the selected `op` nets out within the selection: an undo of a selected op, or a
     revert of selected ops only."""
     return kind.undoes in chosen or kind.kind == "revert" and set(reverts.targets_of(conn, op)) <= chosen
-
-
-def _not_deciding(conn: Conn, undone: dict[int, int], chosen: set[int], moving: set[int]) -> set[int]:
-    """Those of the selected ops that moved a ref (`moving`) whose moves do not decide what a ref
-    goes back to: each taken back now by an op outside the selection (an undo, a revert, perhaps
-    with ops not selected: it put the ref back to before them, and what the ref named before the
-    op is not this selection's to restore, which would redo what that undo or revert took back);
-    each undo of a selected op and each revert of selected ops only, and the selected ops they
-    take back now (the pair nets out within the selection). A selected revert that took back
-    ops outside the selection too is no pair: taking it back redoes them, and its ops decide."""
-    kinds = reverts.kinds_of(conn, sorted(moving | {u for u in undone.values() if u in chosen}))
-    pairing = {op for op in kinds if _pairs_off(conn, op, kinds[op], chosen)}
-    outside = {op for op, undo in undone.items() if undo not in chosen}
-    return outside | (pairing & moving) | {op for op, undo in undone.items() if undo in pairing}
 
 
 def _taken_back(conn: Conn, selected: list[int], in_effect: dict[int, int | None]) -> list[int]:
