@@ -7,8 +7,8 @@ on a fresh store in a temporary directory: no process per swarmctl command. Two 
 `store`, whose steps each move a ref (`ref_set`, one op each), and `command`, whose steps each
 run `true` with `true` as rollback (a process per step, as a real workflow would). Each is run,
 previewed `--repeat` times (median reported) and rolled back once. Every step is its own
-SQLite transaction with synchronous=FULL, so the disk's fsync time dominates the run and the
-rollback; the preview only reads.
+SQLite transaction, synced to the disk at its commit, so the disk's sync time dominates the run
+and the rollback; the preview only reads.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> None:
             f"{kind:<10} {args.steps:>6} {t['run']:>9.2f}s {t['preview'] * 1000:>8.0f}ms "
             f"{t['rollback']:>9.2f}s {t['rollback'] / args.steps * 1000:>12.2f}ms"
         )
-    print(f"(preview: median of {args.repeat}; run and rollback: once; each step one transaction, synchronous=FULL)")
+    print(f"(preview: median of {args.repeat}; run and rollback: once; each step one transaction, synced at its commit)")
 
 
 if __name__ == "__main__":

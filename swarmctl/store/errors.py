@@ -156,6 +156,18 @@ def _no_room(path: Path | None, reason: str, message: str, remedy: str) -> Swarm
     )
 
 
+def not_stored(exc: OSError, path: Path, committed: list[int]) -> SwarmError:
+    """The disk failed to store a change SQLite had committed (the sync after the commit
+    failed): others may see it already, and it may not outlive the machine stopping."""
+    return SwarmError(
+        "E_UNAVAILABLE",
+        f"the change was committed, but the disk that holds the store failed to store it: {exc.strerror or exc}",
+        details={"repo": str(path), "reason": "sync_failed", "committed": list(committed)},
+        hint="The change is in the store (the op log shows it), and may be lost if the machine "
+        "stops before the disk stores it. Check the disk that holds the store; do not retry the change.",
+    )
+
+
 def corrupt(message: str, path: Path | None) -> SwarmError:
     return SwarmError(
         "E_STORE_CORRUPT",

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 
-_ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids", "pause-after-call")
+_ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids", "pause-after-call", "fail-sync")
 _paused: set[str] = set()
 _stopped_s = [0.0]  # the seconds this process has waited at fault points
 
@@ -84,3 +84,14 @@ def pause_after_call() -> None:
     path = _fault("pause-after-call")
     if path is not None:
         _wait_at(path)
+
+
+def fail_sync() -> None:
+    """SWARMCTL_FAULT=fail-sync:PATH: the disk sync after a commit fails as a dying disk's does
+    (EIO); PATH is written first, so that a test knows the commit came this far."""
+    path = _fault("fail-sync")
+    if path is not None:
+        import errno
+
+        Path(path).write_text(str(os.getpid()))
+        raise OSError(errno.EIO, os.strerror(errno.EIO))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import NamedTuple
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.schema import DB_FILE
@@ -66,7 +67,9 @@ def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Con
         # touches is then SQLITE_CORRUPT (E_STORE_CORRUPT), not data. Costs little; catches more.
         conn.execute("PRAGMA cell_size_check = ON")
         if not readonly:
-            conn.execute("PRAGMA synchronous = FULL")
+            # A commit writes the WAL without syncing it: SqliteStore syncs it itself right after
+            # (wal_synced below), which makes the commit as durable as FULL would, with one sync.
+            conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         # The first statement already reads the file (and makes its -shm): a damaged file, or a
         # full disk, fails here. Closed now, not when the traceback that holds it is collected:
@@ -113,6 +116,97 @@ def keep_wal_on_close(conn: sqlite3.Connection, db: Path) -> bool:
         return status == 0 and done.value == 1
     except (OSError, AttributeError, ValueError):
         return False  # checkpoint on close, as SQLite does by default: slower, never wrong
+
+
+# Set on a WAL file once the directory that names it was synced: the file's name is on disk.
+# Its value says which file in which directory, so that a copy carrying it (cp -a) is synced again.
+WAL_NAMED = "user.swarmctl.named"
+
+
+class WalSynced(NamedTuple):
+    named: bytes | None  # the mark of the -wal file whose name is known to be on disk
+    size: int  # the -wal file's size in bytes (0: not known)
+
+
+def wal_synced(db: Path, named: bytes | None) -> WalSynced:
+    """After a commit made with synchronous=NORMAL: put it on the disk, with one sync as a rule.
+
+    SQLite with synchronous=FULL syncs the WAL at each commit, and also the store's directory
+    at each connection's first commit, since it cannot know that the -wal file's name is on
+    disk already: one process that commits one change syncs twice. Here the WAL is synced after
+    the COMMIT, before anyone is told, and the directory only the first time for that -wal file:
+    a synced directory is marked on the file (WAL_NAMED, an extended attribute, which a file
+    made anew never has). Where the filesystem keeps no such marks, the directory is synced
+    once per connection, as SQLite does. `named` is what this connection found or set last (the
+    -wal file cannot be removed while the connection is open); returns it for the next commit,
+    with the -wal file's size.
+
+    The -wal file cannot be opened (no file descriptor left): every filesystem is synced instead.
+    A failed sync of the WAL raises OSError: the change is committed, and not known to be on disk.
+    """
+    try:
+        fd = os.open(f"{db}-wal", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        os.sync()
+        return WalSynced(None, 0)
+    try:
+        os.fdatasync(fd)
+        wal, directory = os.fstat(fd), os.stat(db.parent)
+        mark = f"{directory.st_dev}:{directory.st_ino}:{wal.st_ino}".encode()
+        if mark != named and not _marked(fd, mark):
+            _sync_directory(db.parent)
+            try:
+                os.setxattr(fd, WAL_NAMED, mark)
+            except OSError:
+                pass  # no marks on this filesystem: the next process syncs the directory again
+        return WalSynced(mark, wal.st_size)
+    finally:
+        os.close(fd)
+
+
+# The -wal file's size past which the writer that grew it folds it into the database and empties
+# it (fold_wal): SQLite's own checkpoint size, 1,000 pages of 4 KiB.
+WAL_LIMIT = 1000 * 4096
+
+
+def fold_wal(conn: sqlite3.Connection, lock_timeout_s: float) -> None:
+    """Checkpoint the WAL into the database and truncate it, if no one is reading or writing.
+
+    SQLite's own checkpoint (every 1,000 pages, at a commit) does not keep the WAL small here:
+    a process that is the store's only user on opening it rebuilds the WAL's index from the
+    -wal file, which forgets what was checkpointed, so the WAL restarts only while some process
+    keeps the store open. Where every write is a process of its own, the WAL grew by each write
+    for good, and each write past 1,000 pages checkpointed all of it again. Busy (a reader or a
+    writer at work): left to the next writer, not waited for.
+    """
+    try:
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error:
+        pass  # the change is committed and on disk; a later writer folds the WAL
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {round(lock_timeout_s * 1000)}")
+
+
+def _marked(fd: int, mark: bytes) -> bool:
+    try:
+        return os.getxattr(fd, WAL_NAMED) == mark
+    except OSError:
+        return False  # not marked, or no marks on this filesystem
+
+
+def _sync_directory(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        os.sync()
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot sync a directory (SQLite ignores this too)
+    finally:
+        os.close(fd)
 
 
 def can_write_store(path: Path, db: Path) -> bool:

@@ -1,5 +1,10 @@
-"""The local store: a directory holding one SQLite database (WAL mode, synchronous=FULL).
-Every change is one BEGIN IMMEDIATE transaction; ops are numbered by SQLite's rowid."""
+"""The local store: a directory holding one SQLite database (WAL mode; each commit synced to the
+disk before it is reported, see files.wal_synced). Every change is one BEGIN IMMEDIATE
+transaction; ops are numbered by SQLite's rowid.
+
+Why this module is long: it is the whole of one backend's side of Store (opening and making a
+store, the steps of a write, the group commit of `call --lines`, the sync after each commit);
+what does not need the Store's state is in files.py and errors.py already."""
 
 from __future__ import annotations
 
@@ -12,11 +17,13 @@ from typing import Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
+from swarmctl.store import faults
 from swarmctl.store.db import Head, Store, Writer, op_time
 from swarmctl.store.errors import (
     blame_files,
     busy,
     corrupt,
+    not_stored,
     forbidden,
     not_a_repo,
     open_failure,
@@ -27,7 +34,9 @@ from swarmctl.store.files import (
     resolve,
     can_write,
     can_write_store,
+    WAL_LIMIT,
     connect,
+    fold_wal,
     is_store,
     keep_wal_on_close,
     lock_timeout,
@@ -37,6 +46,7 @@ from swarmctl.store.files import (
     remove_if_empty,
     unwritable_why,
     wal_is_empty,
+    wal_synced,
 )
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
 
@@ -105,6 +115,7 @@ class SqliteStore(Store):
         self._group_open = False  # the group's write transaction has begun
         self._grouped = 0
         self._group_lost: SwarmError | bool = False
+        self._wal_named: bytes | None = None  # see files.wal_synced
 
     # --- opening -------------------------------------------------------------------------
 
@@ -302,6 +313,23 @@ class SqliteStore(Store):
             # committed is the newest while the version stays as it is.
             self._known_head = (self._version, Head(writer.op, writer.at, writer.hash))
 
+    def _committed(self, writer: Writer) -> None:
+        super()._committed(writer)
+        if not self._grouping:  # a group's writes reach the disk at its COMMIT (end_group)
+            self._synced()
+
+    def _synced(self) -> None:
+        """The commit just made, on the disk before anyone is told of it (files.wal_synced);
+        then the WAL folded into the database, once it has grown past WAL_LIMIT (files.fold_wal)."""
+        try:
+            faults.fail_sync()
+            synced = wal_synced(self.path / DB_FILE, self._wal_named)  # type: ignore[operator]
+        except OSError as exc:
+            raise not_stored(exc, self.path, self.committed) from exc
+        self._wal_named = synced.named
+        if synced.size > WAL_LIMIT:
+            fold_wal(self.conn, self._lock_timeout)
+
     def _commit_done(self) -> bool:
         # A KeyboardInterrupt is raised between bytecodes, never inside COMMIT: with no
         # transaction open any more, the COMMIT ran. (Inside a group, RELEASE leaves the group's open.)
@@ -385,6 +413,7 @@ class SqliteStore(Store):
             self._forget_head()
             self._format_as_stored()
             raise self.translate(exc) from exc
+        self._synced()
         return True
 
     def _format_as_stored(self) -> None:

@@ -89,8 +89,9 @@ class DemoReq:
 
 
 def init(ctx: Context, req: InitReq) -> InitResult:
-    """Create a store in PATH: a directory holding one SQLite database (WAL mode,
-    synchronous=FULL). Its first op (op 1, kind `init`) records who made it."""
+    """Create a store in PATH: a directory holding one SQLite database (WAL mode, each commit
+    synced to the disk before it is reported). Its first op (op 1, kind `init`) records who
+    made it."""
     actor = ctx.require_actor()
     store = ctx.adopt(Store.create(ctx.locate(req.path), actor))
     return InitResult(repo=store.repo, op=1, format=FORMAT_VERSION)
