@@ -110,6 +110,25 @@ def test_the_first_write_to_a_new_wal_syncs_the_directory_once_and_marks_the_fil
         assert syncs_before_printing(calls) == ([f"fdatasync {wal}", f"fsync {sw.store}"], True)
 
 
+@needs_strace
+@pytest.mark.parametrize("command", ["init", "store copy"])
+def test_making_a_store_syncs_its_own_files_never_every_filesystem(sw, command):
+    """A store is made on SQLite's own connection, which syncs its commits itself: the sync after
+    a commit looked for a -wal file beside a database of another name, found none, and synced
+    every filesystem of the machine (sync(2)) at each `init` and `store copy`."""
+    if command == "store copy":
+        build_golden_store(sw)
+    args = ["--as", ALICE, "init", str(sw.tmp / "made")] if command == "init" else [
+        *as_(sw, ALICE), "store", "copy", str(sw.store), str(sw.tmp / "made")]
+    log = sw.tmp / "sync.log"
+    proc = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=sync,syncfs", "-o", str(log), *swarmctl_argv(), *args],
+        cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [line for line in log.read_text().splitlines() if "sync" in line] == []
+
+
 def test_a_copied_wal_is_not_taken_for_one_whose_name_is_on_disk(sw):
     """A copy that keeps extended attributes (cp -a) carries the mark of the file it was copied
     from: its directory is another, so the mark does not fit, and it is marked anew."""

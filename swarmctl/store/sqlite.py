@@ -115,6 +115,9 @@ class SqliteStore(Store):
         self._group_open = False  # the group's write transaction has begun
         self._grouped = 0
         self._group_lost: SwarmError | bool = False
+        # Whether this store syncs its commits itself: a connection from files.connect commits
+        # with synchronous=NORMAL; the one that makes a store (_make) is SQLite's own, FULL.
+        self._syncs_wal = False
         self._wal_named: bytes | None = None  # see files.wal_synced
 
     # --- opening -------------------------------------------------------------------------
@@ -150,6 +153,7 @@ class SqliteStore(Store):
             if keep_wal and writable and not readonly:
                 keep_wal_on_close(conn, db)
             store = cls(path, conn, readonly, writable)
+            store._syncs_wal = writable and not readonly
             store._check_format()
         except BaseException as exc:
             if conn is not None:
@@ -321,6 +325,8 @@ class SqliteStore(Store):
     def _synced(self) -> None:
         """The commit just made, on the disk before anyone is told of it (files.wal_synced);
         then the WAL folded into the database, once it has grown past WAL_LIMIT (files.fold_wal)."""
+        if not self._syncs_wal:
+            return
         try:
             faults.fail_sync()
             synced = wal_synced(self.path / DB_FILE, self._wal_named)  # type: ignore[operator]
