@@ -150,15 +150,15 @@ def wal_synced(db: Path, named: bytes | None) -> WalSynced:
         os.sync()
         return WalSynced(None, 0)
     try:
-        os.fdatasync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
         wal, directory = os.fstat(fd), os.stat(db.parent)
         mark = f"{directory.st_dev}:{directory.st_ino}:{wal.st_ino}".encode()
         if mark != named and not _marked(fd, mark):
             _sync_directory(db.parent)
             try:
                 os.setxattr(fd, WAL_NAMED, mark)
-            except OSError:
-                pass  # no marks on this filesystem: the next process syncs the directory again
+            except (OSError, AttributeError):
+                pass  # no marks on this filesystem (or system): the next process syncs the directory again
         return WalSynced(mark, wal.st_size)
     finally:
         os.close(fd)
@@ -191,8 +191,8 @@ def fold_wal(conn: sqlite3.Connection, lock_timeout_s: float) -> None:
 def _marked(fd: int, mark: bytes) -> bool:
     try:
         return os.getxattr(fd, WAL_NAMED) == mark
-    except OSError:
-        return False  # not marked, or no marks on this filesystem
+    except (OSError, AttributeError):
+        return False  # not marked, or no marks on this filesystem (Linux's alone keep them)
 
 
 def _sync_directory(path: Path) -> None:
