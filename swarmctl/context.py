@@ -7,7 +7,6 @@ tool cannot tell which door called it.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from swarmctl import names
@@ -16,14 +15,17 @@ from swarmctl.store import Store, discover, is_url, not_a_repo, os_failure, reso
 from swarmctl.store.schema import DB_FILE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from swarmctl.spec import Tool
 
 
-def working_directory() -> Path | None:
+def working_directory() -> str | None:
     """This process's working directory; None where it no longer exists (a shell left in a
-    directory that was removed): then only absolute paths lead anywhere."""
+    directory that was removed): then only absolute paths lead anywhere. (Paths on the way to
+    a store are strings: see store/files.py.)"""
     try:
-        return Path.cwd()
+        return os.getcwd()
     except FileNotFoundError:
         return None
 
@@ -52,16 +54,16 @@ class OpenStores:
         self.wrote = False
         self._lost: SwarmError | None = None
         # Where each (--repo as given, working directory) led, found once for the door's life.
-        self._targets: dict[tuple[str | None, Path], str | Path] = {}
+        self._targets: dict[tuple[str | None, str | None], str] = {}
 
-    def target(self, ctx: "Context") -> str | Path:
+    def target(self, ctx: "Context") -> str:
         key = (ctx.repo, ctx.cwd)
         found = self._targets.get(key)
         if found is None:
             found = self._targets[key] = ctx.target()
         return found
 
-    def get(self, where: str | Path) -> tuple[Store, bool]:
+    def get(self, where: str) -> tuple[Store, bool]:
         """The store at `where`, and whether it is held here (else the caller closes it)."""
         if is_url(where):
             return Store.open(where), False
@@ -77,7 +79,7 @@ class OpenStores:
             del self._open[key]
             self._end_group(store)
             store.close()
-        store = Store.open(Path(where))
+        store = Store.open(where)
         self._open[key] = (store, identity)
         if self.grouping:
             store.begin_group()
@@ -119,7 +121,7 @@ class Context:
         self,
         repo: str | None = None,  # as given; None: discover from cwd
         actor: str | None = None,
-        cwd: Path | None = None,
+        cwd: str | Path | None = None,
         readonly: bool = True,
         _store: Store | None = None,
         stores: OpenStores | None = None,
@@ -134,7 +136,7 @@ class Context:
         self._auth = auth  # set by a door that checked the actor itself ("token")
         self._db_auth: str | None = None  # what the store's database says of the actor (Store.auth_of)
         self.actor = actor
-        self._cwd: Any = cwd if cwd is not None else _LOOK  # the process's, looked up when asked
+        self._cwd: Any = os.fspath(cwd) if cwd is not None else _LOOK  # the process's, looked up when asked
         self.readonly = readonly
         self.resolved: dict[str, Any] = {}
         self._store = _store
@@ -170,7 +172,7 @@ class Context:
         return self._store.repo if self._store else None
 
     @property
-    def cwd(self) -> Path | None:
+    def cwd(self) -> str | None:
         """Where relative paths start, and the store is looked for: as given, else this
         process's working directory (None: it no longer exists)."""
         if self._cwd is _LOOK:
@@ -180,8 +182,13 @@ class Context:
     def path(self, given: str | Path) -> Path:
         """A path as given, from the working directory (E_INVALID_ARG: it is relative, and
         the working directory no longer exists)."""
-        path = Path(given)
-        if path.is_absolute():
+        from pathlib import Path
+
+        return Path(self._absolute(given))
+
+    def _absolute(self, given: str | Path) -> str:
+        path = os.fspath(given)
+        if os.path.isabs(path):
             return path
         if self.cwd is None:
             raise SwarmError(
@@ -190,25 +197,25 @@ class Context:
                 details={"path": str(given)},
                 hint="Give an absolute path, or cd to a directory that exists.",
             )
-        return self.cwd / path
+        return os.path.join(self.cwd, path)
 
-    def locate(self, given: str) -> str | Path:
+    def locate(self, given: str) -> str:
         """What `--repo` or `init PATH` names: a server's URL as given, or a path."""
         if is_url(given):
             return given
-        path = self.path(given)
+        path = self._absolute(given)
         try:
             return resolve(path)
         except OSError:  # a symlink loop, a name too long: opening or creating it says which, typed
             return path
 
-    def target(self) -> str | Path:
+    def target(self) -> str:
         """Where the store is or would be, without opening it: a path, or a server's URL."""
         if self.repo is not None and is_url(self.repo):
             return self.repo
         return self.target_path()
 
-    def target_path(self) -> Path:
+    def target_path(self) -> str:
         """Where the local store is or would be, without opening it."""
         if self.repo is None and self.cwd is None:
             raise SwarmError(
@@ -217,7 +224,7 @@ class Context:
                 details={"path": None},
                 hint="cd to the store's directory (or one inside it), or give it with --repo PATH or SWARMCTL_REPO.",
             )
-        path = self.path(self.repo) if self.repo is not None else self.cwd
+        path = self._absolute(self.repo) if self.repo is not None else self.cwd
         try:
             if self.repo is not None:
                 return resolve(path)

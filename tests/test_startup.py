@@ -18,6 +18,9 @@ SLOW_OR_ELSEWHERE = [
     "typer", "click", "hashlib", "_hashlib", "traceback", "pydantic", "pydantic_core", "annotated_types", "rich", "mcp", "tomllib", "tomli", "tomli_w",
     "blake3", "uvicorn", "starlette", "swarmctl.schemas", "swarmctl.mcp", "swarmctl.mcp_http", "swarmctl.gen", "swarmctl.cli.tables",
     "swarmctl.cli.complete", "swarmctl.store.changesets", "swarmctl.store.check",
+    # pathlib, and the urllib.parse and ipaddress it imports: a tenth of a read's start (the
+    # store's paths are strings, store/files.py)
+    "pathlib", "urllib", "ipaddress",
 ]
 
 # sys.modules after the command ran, in a fresh interpreter. (-X importtime alone would miss

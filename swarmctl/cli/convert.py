@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
 from swarmctl import constraints
@@ -70,6 +69,8 @@ def parse_json(what: str, text: str) -> Any:
 def read_files(flag: str, paths: list[str], regular: bool = False) -> dict[str, str]:
     """Each path's text by its path. `regular`: regular files only (a changeset's `--file`: a FIFO
     would wait for a writer, a device has no end); otherwise a pipe works (`<(cmd)`)."""
+    from pathlib import Path
+
     from swarmctl import limits
 
     files: dict[str, str] = {}

@@ -15,8 +15,7 @@ whose driver, psycopg, is imported only then). Both give a `Store`:
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.db import Move, Store, Writer
@@ -33,6 +32,9 @@ from swarmctl.store.errors import (
 )
 from swarmctl.store.files import discover, is_store, resolve
 from swarmctl.store.sql import Conn
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 

@@ -9,6 +9,7 @@ under its write lock instead, and marked as moved in the same transaction (see d
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -136,7 +137,7 @@ def _abandon(dst: Store, src: Store, actor: str) -> None:
     try:
         if dst.path is not None:
             dst.close()
-            remove_database(dst.path / DB_FILE)
+            remove_database(os.path.join(dst.path, DB_FILE))
         else:
             with dst.write(actor) as w:
                 w.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (MOVED_TO, src.repo))

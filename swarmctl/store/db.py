@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections import deque
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from swarmctl import limits
@@ -26,6 +25,8 @@ from swarmctl.store.schema import FORMAT_VERSION, OP_KINDS
 from swarmctl.store.sql import Conn
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from swarmctl import policy as rules
 
 
@@ -42,7 +43,7 @@ class Store:
     # The driver's exception classes, translated into typed errors by `translate`.
     driver_errors: tuple[type[BaseException], ...] = ()
 
-    def __init__(self, repo: str, conn: Conn, readonly: bool, writable: bool = True, path: Path | None = None) -> None:
+    def __init__(self, repo: str, conn: Conn, readonly: bool, writable: bool = True, path: str | None = None) -> None:
         self.repo = repo
         self.conn = conn
         self.readonly = readonly

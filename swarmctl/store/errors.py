@@ -12,15 +12,17 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from swarmctl.envelope import SwarmError, bug
 from swarmctl.store.files import lock_timeout, on_readonly_filesystem
 from swarmctl.store.schema import DB_FILE
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def translate(exc: sqlite3.Error, path: Path | None = None) -> SwarmError:
+
+def translate(exc: sqlite3.Error, path: str | Path | None = None) -> SwarmError:
     """What an SQLite failure means to the caller, as a typed error.
 
     Decided by SQLite's primary result code (sqlite3 exposes it as `sqlite_errorcode`), not by
@@ -82,8 +84,8 @@ _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB =
 _SQLITE_CONSTRAINT, _SQLITE_CONSTRAINT_FOREIGNKEY = 19, 787
 
 
-def forbidden(path: Path | None, message: str, hint: str | None = None, *, reason: str = "read_only",
-              file: Path | str | None = None) -> SwarmError:
+def forbidden(path: str | Path | None, message: str, hint: str | None = None, *, reason: str = "read_only",
+              file: str | Path | None = None) -> SwarmError:
     return SwarmError(
         "E_FORBIDDEN",
         message,
@@ -100,7 +102,7 @@ def forbidden(path: Path | None, message: str, hint: str | None = None, *, reaso
 NO_ROOM_BYTES = 8 << 20
 
 
-def no_room(path: Path) -> bool:
+def no_room(path: str | Path) -> bool:
     """Whether the filesystem that holds `path` is full, or as good as full, for this user
     (root may use the blocks a filesystem reserves): its space, or its inodes, which the -wal
     and -shm files SQLite makes beside the database need (where the filesystem counts them)."""
@@ -135,19 +137,19 @@ def no_descriptor_free() -> bool:
     return soft != resource.RLIM_INFINITY and soft - in_use < STORE_DESCRIPTORS
 
 
-def too_many_open_files(path: Path | None, text: str) -> SwarmError:
+def too_many_open_files(path: str | Path | None, text: str) -> SwarmError:
     """This process may open no more files (nothing was written)."""
     return _no_room(path, "too_many_open_files", f"this process has too many files open: {text}",
                     "Raise the limit on open files (`ulimit -n`), or close files, then retry.")
 
 
-def disk_full(path: Path | None, text: str) -> SwarmError:
+def disk_full(path: str | Path | None, text: str) -> SwarmError:
     """The disk (or the user's quota) has no room for the write: SQLite rolled it back whole."""
     return _no_room(path, "disk_full", f"the disk that holds the store is full: {text}",
                     "Free space (and inodes) on the disk that holds the store, or raise the quota, then retry.")
 
 
-def _no_room(path: Path | None, reason: str, message: str, remedy: str) -> SwarmError:
+def _no_room(path: str | Path | None, reason: str, message: str, remedy: str) -> SwarmError:
     return SwarmError(
         "E_UNAVAILABLE",
         message,
@@ -156,7 +158,7 @@ def _no_room(path: Path | None, reason: str, message: str, remedy: str) -> Swarm
     )
 
 
-def not_stored(exc: OSError, path: Path, committed: list[int]) -> SwarmError:
+def not_stored(exc: OSError, path: str | Path, committed: list[int]) -> SwarmError:
     """The disk failed to store a change SQLite had committed (the sync after the commit
     failed): others may see it already, and it may not outlive the machine stopping."""
     return SwarmError(
@@ -168,7 +170,7 @@ def not_stored(exc: OSError, path: Path, committed: list[int]) -> SwarmError:
     )
 
 
-def corrupt(message: str, path: Path | None) -> SwarmError:
+def corrupt(message: str, path: str | Path | None) -> SwarmError:
     return SwarmError(
         "E_STORE_CORRUPT",
         message,
@@ -226,7 +228,7 @@ class StoreDamaged(SwarmError):
 class NoStore(SwarmError):
     """No store at `path` (or, `discovered`, in it or any parent directory)."""
 
-    def __init__(self, path: Path, *, discovered: bool = False) -> None:
+    def __init__(self, path: str | Path, *, discovered: bool = False) -> None:
         where = f"in {path} or any parent directory" if discovered else f"at {path}"
         super().__init__("E_NOT_A_REPO", f"no swarmops store {where}", details={"path": str(path)})
         self.path = path
@@ -273,11 +275,11 @@ def damaged(problems: list) -> StoreDamaged:
     return StoreDamaged(problems)
 
 
-def not_a_repo(path: Path, *, discovered: bool = False) -> NoStore:
+def not_a_repo(path: str | Path, *, discovered: bool = False) -> NoStore:
     return NoStore(path, discovered=discovered)
 
 
-def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: bool) -> SwarmError:
+def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: str | Path, writable: bool) -> SwarmError:
     """Why a store could not be opened: the first reads of a database tell a corrupt file, a
     file that is not a store, and one this user may not read apart."""
     code = _primary_code(exc)
@@ -303,22 +305,22 @@ def open_failure(exc: sqlite3.Error | UnicodeDecodeError, path: Path, writable: 
         code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and (no_room(path) or no_descriptor_free())
     ):
         return translate(exc, path)
-    return corrupt(f"{path / DB_FILE} is not a readable swarmops database: {exc}", path)
+    return corrupt(f"{os.path.join(path, DB_FILE)} is not a readable swarmops database: {exc}", path)
 
 
-def blame_files(path: Path, *, side_files: bool = True) -> SwarmError | None:
+def blame_files(path: str | Path, *, side_files: bool = True) -> SwarmError | None:
     """The real cause when SQLite cannot open or write a store's files, if it is one of these:
     a file this user may not read or write, or a -wal or -shm that is not a file. (SQLite says
     only "unable to open" or "read-only", which would blame the wrong file.)"""
-    db = path / DB_FILE
+    db = os.path.join(path, DB_FILE)
     if not _allowed(path, os.X_OK):
         return permission_denied(path, path, "enter")
     if not _allowed(db, os.R_OK):
         return permission_denied(path, db, "read")
     for suffix in ("-wal", "-shm") if side_files else ():
-        side = Path(f"{db}{suffix}")
-        if os.path.lexists(side) and not side.is_file():
-            kind = "a directory" if side.is_dir() else "not a regular file"
+        side = f"{db}{suffix}"
+        if os.path.lexists(side) and not os.path.isfile(side):
+            kind = "a directory" if os.path.isdir(side) else "not a regular file"
             return SwarmError(
                 "E_STORE_CORRUPT",
                 f"{side} is {kind}: SQLite keeps the store's {'write-ahead log' if suffix == '-wal' else 'shared-memory index'} "
@@ -331,7 +333,7 @@ def blame_files(path: Path, *, side_files: bool = True) -> SwarmError | None:
     return None
 
 
-def permission_denied(path: Path, file: Path, verb: str) -> SwarmError:
+def permission_denied(path: str | Path, file: str | Path, verb: str) -> SwarmError:
     return forbidden(
         path,
         f"permission denied: this user may not {verb} {file}",
@@ -341,16 +343,16 @@ def permission_denied(path: Path, file: Path, verb: str) -> SwarmError:
     )
 
 
-def _allowed(path: Path, mode: int) -> bool:
+def _allowed(path: str | Path, mode: int) -> bool:
     return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
 
 
-def os_failure(exc: OSError, path: Path | None = None) -> SwarmError | None:
+def os_failure(exc: OSError, path: str | Path | None = None) -> SwarmError | None:
     """What a filesystem failure while finding or opening a store means to the caller, as a
     typed error; None when it is none of these (a bug, then)."""
     name = exc.filename if exc.filename is not None else path
     if exc.errno in (errno.EACCES, errno.EPERM):
-        file = Path(os.fsdecode(name)) if name is not None else None
+        file = os.fsdecode(name) if name is not None else None
         return forbidden(
             path,
             f"permission denied: {name}",

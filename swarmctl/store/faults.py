@@ -5,7 +5,6 @@ SWARMCTL_FAULT names one."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 
 _ACTIONS = ("pause-before-commit", "pause-after-commit", "pause-before-pids", "pause-after-call", "fail-sync")
@@ -34,6 +33,7 @@ def _fault(action: str) -> str | None:
 def _wait_at(path: str) -> None:
     """Write PATH (this process's pid) and wait until a test removes it, at most an hour."""
     import time
+    from pathlib import Path
 
     Path(path).write_text(str(os.getpid()))
     # Short sleeps, not one long one: a signal that comes after Python last looked for one but
@@ -92,6 +92,7 @@ def fail_sync() -> None:
     path = _fault("fail-sync")
     if path is not None:
         import errno
+        from pathlib import Path
 
         Path(path).write_text(str(os.getpid()))
         raise OSError(errno.EIO, os.strerror(errno.EIO))

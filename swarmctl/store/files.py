@@ -1,11 +1,17 @@
-"""Where a store is on disk, what this process may do there, and connecting to its database."""
+"""Where a store is on disk, what this process may do there, and connecting to its database.
+
+Paths here are strings (os.path), not pathlib's Paths, and a function given a Path takes it as
+well: a read such as `op log -n 20` never imports pathlib, whose import (with the urllib.parse
+and ipaddress it brings) cost a tenth of such a command's start (bench/core.py, start-up)."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from swarmctl.envelope import SwarmError
 from swarmctl.store.schema import DB_FILE
@@ -19,43 +25,52 @@ def lock_timeout() -> float:
     return limits.seconds("SWARMCTL_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S, 0, 3600)
 
 
-def resolve(path: Path) -> Path:
+def resolve(path: str | Path) -> str:
     """`path` made absolute with its symbolic links followed; a loop is an OSError (ELOOP), as
-    the system would say, not the RuntimeError Python 3.11 raises (3.13 raises nothing: it
-    returns the path where the loop began, so the system is asked)."""
+    the system would say (realpath returns the path where the loop began, so the system is
+    asked)."""
     import errno
 
-    try:
-        resolved = path.resolve()
-    except RuntimeError as exc:
-        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+    resolved = os.path.realpath(path)
     try:
         os.stat(resolved)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path)) from exc
+            raise OSError(errno.ELOOP, "Too many levels of symbolic links", os.fspath(path)) from exc
     return resolved
 
 
-def is_store(path: Path) -> bool:
-    return (path / DB_FILE).is_file()
+def is_store(path: str | Path) -> bool:
+    return os.path.isfile(os.path.join(path, DB_FILE))
 
 
-def discover(start: Path) -> Path | None:
+def discover(start: str | Path) -> str | None:
     """The nearest enclosing directory of `start` that is a store, as git finds `.git`."""
-    start = resolve(start)
-    for candidate in (start, *start.parents):
+    candidate = resolve(start)
+    while True:
         if is_store(candidate):
             return candidate
-    return None
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            return None
+        candidate = parent
 
 
-def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
+def sqlite_uri(db: str | Path) -> str:
+    """`db` (absolute) as an SQLite `file:` URI: its bytes as the system names them, with `%`,
+    `?`, `#`, spaces, control characters and every byte past ASCII written as %HH, which SQLite
+    decodes (what pathlib's as_uri did, without importing urllib.parse for it)."""
+    return "file://" + "".join(
+        chr(b) if 0x20 < b < 0x7F and b not in b"%?#" else f"%{b:02X}" for b in os.fsencode(db)
+    )
+
+
+def connect(db: str | Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Connection:
     mode = "ro" if readonly else "rw"
     # immutable=1: SQLite reads the file without locks or its -shm file. Only for a store on a
     # read-only filesystem, where no one can be writing it (see Store.open).
     conn = sqlite3.connect(
-        f"{db.as_uri()}?mode={mode}" + ("&immutable=1" if immutable else ""),
+        f"{sqlite_uri(db)}?mode={mode}" + ("&immutable=1" if immutable else ""),
         uri=True,
         timeout=lock_timeout(),
         isolation_level=None,  # we issue BEGIN/COMMIT ourselves
@@ -79,7 +94,7 @@ def connect(db: Path, *, readonly: bool, immutable: bool = False) -> sqlite3.Con
     return conn
 
 
-def keep_wal_on_close(conn: sqlite3.Connection, db: Path) -> bool:
+def keep_wal_on_close(conn: sqlite3.Connection, db: str | Path) -> bool:
     """Let `conn` close without folding the WAL into the database (SQLite's
     SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE). Whether that was done.
 
@@ -128,7 +143,7 @@ class WalSynced(NamedTuple):
     size: int  # the -wal file's size in bytes (0: not known)
 
 
-def wal_synced(db: Path, named: bytes | None) -> WalSynced:
+def wal_synced(db: str | Path, named: bytes | None) -> WalSynced:
     """After a commit made with synchronous=NORMAL: put it on the disk, with one sync as a rule.
 
     SQLite with synchronous=FULL syncs the WAL at each commit, and also the store's directory
@@ -151,10 +166,11 @@ def wal_synced(db: Path, named: bytes | None) -> WalSynced:
         return WalSynced(None, 0)
     try:
         getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
-        wal, directory = os.fstat(fd), os.stat(db.parent)
+        where = os.path.dirname(db)
+        wal, directory = os.fstat(fd), os.stat(where)
         mark = f"{directory.st_dev}:{directory.st_ino}:{wal.st_ino}".encode()
         if mark != named and not _marked(fd, mark):
-            _sync_directory(db.parent)
+            _sync_directory(where)
             try:
                 os.setxattr(fd, WAL_NAMED, mark)
             except (OSError, AttributeError):
@@ -195,7 +211,7 @@ def _marked(fd: int, mark: bytes) -> bool:
         return False  # not marked, or no marks on this filesystem (Linux's alone keep them)
 
 
-def _sync_directory(path: Path) -> None:
+def _sync_directory(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -209,57 +225,64 @@ def _sync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def can_write_store(path: Path, db: Path) -> bool:
+def can_write_store(path: str | Path, db: str | Path) -> bool:
     """Can this process write the store? SQLite needs the directory too, for its -wal and -shm
     files."""
     return can_write(db) and can_write(path)
 
 
-def can_write(path: Path) -> bool:
+def can_write(path: str | Path) -> bool:
     # access(2) answers for this user, and says no on a read-only filesystem: what stops root,
     # whom file modes do not.
     return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
-def unwritable_why(path: Path) -> str:
+def unwritable_why(path: str | Path) -> str:
     """Why this process cannot write under `path`, for a message: "the store {it}"."""
     return "is on a read-only filesystem" if on_readonly_filesystem(path) else "is not writable by this user"
 
 
-def on_readonly_filesystem(path: Path) -> bool:
+def on_readonly_filesystem(path: str | Path) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
 
 
-def wal_is_empty(db: Path) -> bool:
+def wal_is_empty(db: str | Path) -> bool:
     try:
-        return Path(f"{db}-wal").stat().st_size == 0
+        return os.stat(f"{db}-wal").st_size == 0
     except FileNotFoundError:
         return True
 
 
-def remove_database(db: Path) -> None:
+def remove_database(db: str | Path) -> None:
     """Remove an SQLite database file and its -wal and -shm, where they are."""
-    for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        name.unlink(missing_ok=True)
+    for name in (f"{db}", f"{db}-wal", f"{db}-shm"):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
 
 
-def remove_if_empty(path: Path, tmp: Path) -> None:
+def remove_if_empty(path: str | Path, tmp: str | Path) -> None:
     """Remove the directory `path`, made by a failed init, if nothing but its own files is in it."""
     remove_database(tmp)
     try:
-        path.rmdir()
+        os.rmdir(path)
     except OSError:
         pass
 
 
-def remove_abandoned_inits(path: Path) -> None:
+def remove_abandoned_inits(path: str | Path) -> None:
     """Remove what an `init` killed half-way left behind (its process is gone)."""
     from swarmctl import names, pids
 
-    for leftover in path.glob(f"{DB_FILE}.init-*"):
-        pid = leftover.name.removeprefix(f"{DB_FILE}.init-").split("-")[0]
+    prefix = f"{DB_FILE}.init-"
+    for name in os.listdir(path):
+        pid = name.removeprefix(prefix).split("-")[0] if name.startswith(prefix) else ""
         if names.digits(pid) and not pids.alive(int(pid)):
-            leftover.unlink(missing_ok=True)
+            try:
+                os.unlink(os.path.join(path, name))
+            except FileNotFoundError:
+                pass

@@ -12,8 +12,7 @@ import errno
 import os
 import sqlite3
 import time
-from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -50,6 +49,9 @@ from swarmctl.store.files import (
 )
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
 
 # A writer waits for the store's write lock in slices this long (seconds): a signal is handled
@@ -57,7 +59,7 @@ _CREATE_HINT = "Nothing was written. Choose a directory this user may write."
 LOCK_SLICE_S = 0.1
 
 
-def _already_a_store(path: Path, why: str = "") -> SwarmError:
+def _already_a_store(path: str, why: str = "") -> SwarmError:
     return SwarmError(
         "E_STATE",
         f"there is already a store at {path}{why}",
@@ -66,7 +68,7 @@ def _already_a_store(path: Path, why: str = "") -> SwarmError:
     )
 
 
-def _sqlite_header(db: Path) -> bool:
+def _sqlite_header(db: str) -> bool:
     """Whether `db` begins as every SQLite database does (an empty file, say, does not: `init`
     calls it a store that is there, which every other command calls unreadable)."""
     try:
@@ -76,11 +78,11 @@ def _sqlite_header(db: Path) -> bool:
         return True  # unreadable here: the store's own checks say why, as before
 
 
-def _make_dir(path: Path) -> bool:
+def _make_dir(path: str) -> bool:
     """Make the directory of a new store where it is not; whether this made it."""
-    made = not path.exists()
+    made = not os.path.exists(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
@@ -101,7 +103,7 @@ class SqliteStore(Store):
     kind = "sqlite"
     driver_errors = (sqlite3.Error,)
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
+    def __init__(self, path: str, conn: sqlite3.Connection, readonly: bool, writable: bool = True) -> None:
         super().__init__(str(path), conn, readonly, writable, path=path)
         self._lock_timeout = lock_timeout()  # what `connect` gave the connection: seconds
         self._version: int | None = None  # PRAGMA data_version in this write transaction
@@ -128,17 +130,17 @@ class SqliteStore(Store):
         the database (`keep_wal`, see files.keep_wal_on_close): a committed change costs one disk
         sync, and a command that fails or only reads leaves the files as it found them."""
         try:
-            return cls._open(Path(path), readonly, keep_wal)
+            return cls._open(os.fspath(path), readonly, keep_wal)
         except OSError as exc:
-            raise os_failure(exc, Path(path)) or exc
+            raise os_failure(exc, os.fspath(path)) or exc
 
     @classmethod
-    def _open(cls, path: Path, readonly: bool, keep_wal: bool) -> "SqliteStore":
+    def _open(cls, path: str, readonly: bool, keep_wal: bool) -> "SqliteStore":
         path = resolve(path)
-        db = path / DB_FILE
-        if path.is_dir() and not os.access(path, os.X_OK):
+        db = os.path.join(path, DB_FILE)
+        if os.path.isdir(path) and not os.access(path, os.X_OK):
             raise blame_files(path) or not_a_repo(path)  # a directory this user may not enter
-        if not db.is_file():
+        if not os.path.isfile(db):
             raise not_a_repo(path)
         if (blamed := blame_files(path, side_files=False)) is not None:
             raise blamed  # a file this user may not read: say which, before SQLite blames another
@@ -168,7 +170,7 @@ class SqliteStore(Store):
     def _check_format(self) -> None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if row is None or not names.digits(str(row[0])) or int(row[0]) < 1:  # formats start at 1
-            raise corrupt(f"{self.path / DB_FILE} records no store format", self.path)
+            raise corrupt(f"{os.path.join(self.path, DB_FILE)} records no store format", self.path)  # type: ignore[arg-type]
         found = int(row[0])
         self.format = found
         if not readable_format(found):
@@ -183,7 +185,7 @@ class SqliteStore(Store):
     def make(cls, path: str | Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         """A new store, filled by `fill` in its first write transaction (as `actor`)."""
         try:
-            return cls._make(Path(path), actor, fill)
+            return cls._make(os.fspath(path), actor, fill)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise SwarmError(
@@ -192,23 +194,24 @@ class SqliteStore(Store):
                     details={"path": str(path)},
                     hint="Choose a directory that can be made.",
                 ) from exc
-            raise os_failure(exc, Path(path)) or exc
+            raise os_failure(exc, os.fspath(path)) or exc
         except sqlite3.Error as exc:  # making the database itself failed: a full disk, say
-            raise translate(exc, Path(path)) from exc
+            raise translate(exc, os.fspath(path)) from exc
 
     @classmethod
-    def _make(cls, path: Path, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
+    def _make(cls, path: str, actor: str, fill: Callable[[Writer], None]) -> "SqliteStore":
         path = resolve(path)
-        if is_store(path) and _sqlite_header(path / DB_FILE):
+        db = os.path.join(path, DB_FILE)
+        if is_store(path) and _sqlite_header(db):
             raise _already_a_store(path)
-        if path.exists() and not path.is_dir():
+        if os.path.exists(path) and not os.path.isdir(path):
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
-        if os.path.lexists(path / DB_FILE):  # not a database: a directory, a dangling link, an empty file
+        if os.path.lexists(db):  # not a database: a directory, a dangling link, an empty file
             raise SwarmError(
                 "E_STATE",
-                f"cannot make a store in {path}: {path / DB_FILE} is there and is not a store's database",
+                f"cannot make a store in {path}: {db} is there and is not a store's database",
                 details={"path": str(path)},
-                hint=f"Move {path / DB_FILE} away, or choose another directory. Nothing was written.",
+                hint=f"Move {db} away, or choose another directory. Nothing was written.",
             )
         made_dir = _make_dir(path)
         if not can_write(path):
@@ -217,7 +220,7 @@ class SqliteStore(Store):
         # process killed during init leaves no half-made store, and of two processes making a
         # store in one directory at once exactly one succeeds (link fails if the name exists).
         remove_abandoned_inits(path)
-        tmp = path / f"{DB_FILE}.init-{os.getpid()}"
+        tmp = os.path.join(path, f"{DB_FILE}.init-{os.getpid()}")
         try:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -232,7 +235,7 @@ class SqliteStore(Store):
             finally:
                 conn.close()
             try:
-                os.link(tmp, path / DB_FILE)
+                os.link(tmp, db)
             except FileExistsError:
                 raise _already_a_store(path, " (made by another process just now)") from None
         except BaseException as exc:
@@ -329,7 +332,7 @@ class SqliteStore(Store):
             return
         try:
             faults.fail_sync()
-            synced = wal_synced(self.path / DB_FILE, self._wal_named)  # type: ignore[operator]
+            synced = wal_synced(os.path.join(self.path, DB_FILE), self._wal_named)  # type: ignore[arg-type]
         except OSError as exc:
             raise not_stored(exc, self.path, self.committed) from exc
         self._wal_named = synced.named

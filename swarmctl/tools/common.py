@@ -3,6 +3,7 @@ how a ref name or a changeset is given on the command line, and the words of the
 errors (store/ names no command: its lookups are worded here, and `worded` gives the others
 their hints where the runner makes the envelope)."""
 
+import os
 from typing import Annotated, Any, Callable, Literal
 
 from swarmctl import names
@@ -151,10 +152,11 @@ def _quoted(url: str) -> str:
 
 
 def _no_store(error: NoStore) -> str:
-    if error.path.name == DB_FILE and error.path.is_file():  # `--repo store/swarmops.db`
+    path = os.fspath(error.path)
+    if os.path.basename(path) == DB_FILE and os.path.isfile(path):  # `--repo store/swarmops.db`
         import shlex
 
-        return f"That is a store's database file: --repo takes the store's directory, {shlex.quote(str(error.path.parent))}."
+        return f"That is a store's database file: --repo takes the store's directory, {shlex.quote(os.path.dirname(path))}."
     return "Create one with `swarmctl --as ACTOR init PATH` (ACTOR as kind/name, e.g. human/alice), or point at one with --repo or SWARMCTL_REPO."
 
 
