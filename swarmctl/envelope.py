@@ -75,7 +75,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
             "nothing was written "
             "(or, when the connection dropped during COMMIT and the outcome could not be found, "
             "`details.commit_unknown: true`; or, when the disk failed to store a committed change, "
-            "`details.reason: sync_failed` and `details.committed` naming its ops); safe to retry; a workflow run that meets it once the workflow "
+            "`details.reason: sync_failed` and `details.committed` naming its ops, in the store now: "
+            "do not retry those); safe to retry; a workflow run that meets it once the workflow "
             "exists names it (`details.workflow`, `next`: its status): resume it, do not run its file again",
         ),
         ErrorCode(

@@ -1,8 +1,8 @@
 """A committed change is on the disk before anyone is told of it, with one disk sync as a rule.
 
 A writing connection runs with synchronous=NORMAL and syncs the WAL itself right after each
-COMMIT (files.wal_synced), and the store's directory only the first time for a -wal file (a
-mark on the file says it was done): SQLite with synchronous=FULL synced the directory at every
+COMMIT (files.WalFile), and the store's directory only the first time for a -wal file (a
+mark on the file says it was done); no reader begins a snapshot between the two: SQLite with synchronous=FULL synced the directory at every
 connection's first commit, two syncs for a command that commits one change. These tests watch
 the real system calls of real processes with strace, and the WAL's size over many processes.
 """
@@ -18,7 +18,7 @@ import pytest
 from core_helpers import ALICE, as_, build_golden_store, problems
 from swarm import swarmctl_argv
 
-from swarmctl.store.files import WAL_NAMED, wal_synced
+from swarmctl.store.files import WAL_NAMED, WalFile
 from swarmctl.store.schema import DB_FILE
 
 pytestmark = pytest.mark.backends("sqlite")
@@ -140,11 +140,15 @@ def test_a_copied_wal_is_not_taken_for_one_whose_name_is_on_disk(sw):
     shutil.copytree(sw.store, copy)  # copy2: with the extended attributes
     wal = Path(f"{copy / DB_FILE}-wal")
     assert os.getxattr(wal, WAL_NAMED) == os.getxattr(f"{sw.store / DB_FILE}-wal", WAL_NAMED)
-    synced = wal_synced(copy / DB_FILE, None)
+    copied = WalFile(str(copy / DB_FILE))
+    try:
+        size = copied.synced()
+    finally:
+        copied.close()
     directory = os.stat(copy)
     mark = f"{directory.st_dev}:{directory.st_ino}:{wal.stat().st_ino}".encode()
-    assert synced.named == mark == os.getxattr(wal, WAL_NAMED)
-    assert synced.size == wal.stat().st_size > 0
+    assert copied.named == mark == os.getxattr(wal, WAL_NAMED)
+    assert size == wal.stat().st_size > 0
 
 
 def test_the_wal_stays_small_when_every_write_is_a_process_of_its_own(sw):
@@ -187,3 +191,90 @@ def test_a_sync_that_fails_after_the_commit_says_the_change_is_committed_and_not
     assert "Input/output error" in ran.error["message"] and "may be lost" in ran.error["hint"]
     assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 7
     assert problems(sw.store) == []
+
+
+@needs_strace
+def test_a_reader_that_begins_between_a_commit_and_its_sync_waits_for_the_sync(sw):
+    """The writer's sync is held back 1.5 s (strace injects the delay): a reader that begins
+    while the writer holds the -wal file's lock (its commit made, not yet synced) ends after
+    that sync returned, and sees the change. It read the change at once, before it was on disk
+    (found by a probe)."""
+    import fcntl
+    import json
+    import time
+
+    build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", "main")  # op 7; the -wal file is there
+    log = sw.tmp / "writer.strace"
+    writer = subprocess.Popen(
+        ["strace", "-f", "-qq", "-ttt", "-T", "-e", "trace=fdatasync", "-e", "inject=fdatasync:delay_enter=1500000",
+         "-o", str(log), *swarmctl_argv(), *as_(sw, ALICE), "ref", "set", "release/v3", "main"],
+        cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        with open(f"{sw.store / DB_FILE}-wal", "rb") as wal:
+            while True:  # until the writer holds the lock: its COMMIT made, its sync not returned
+                try:
+                    fcntl.flock(wal, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    fcntl.flock(wal, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    break
+                assert writer.poll() is None, "the writer ended before it was seen holding the lock"
+                time.sleep(0.002)
+        reader = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "op", "log", "-n", "1"],
+                                cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        ended = time.time()
+        out, err = writer.communicate(timeout=60)
+    finally:
+        writer.kill()
+    assert writer.returncode == 0 and json.loads(out)["op"] == "ref_set", out + err
+    assert json.loads(reader.stdout)["result"]["ops"][0]["op"] == 8
+    [synced] = [line for line in log.read_text().splitlines() if "fdatasync(" in line]
+    began, took = re.search(r"(\d+\.\d+) fdatasync\(.*<(\d+\.\d+)>", synced).groups()
+    assert ended >= float(began) + float(took), (synced, ended)
+
+
+def test_a_group_whose_sync_fails_names_every_op_of_the_group(sw):
+    """`call --lines` commits the calls it has in hand as one group; the sync after that commit
+    fails (injected): each call's envelope names the group's ops, not the last one alone (each
+    said [5], found by a probe)."""
+    import json
+
+    build_golden_store(sw)  # ops 1-6
+    lines = "".join(
+        json.dumps({"tool": "ref_set", "arguments": {"name": f"r{i}", "target": "main", "create": True}, "id": i}) + "\n"
+        for i in range(3)
+    )
+    reached = sw.tmp / "sync-reached"
+    ran = sw.process(*as_(sw, ALICE), "call", "--lines", input=lines, env={"SWARMCTL_FAULT": f"fail-sync:{reached}"})
+    envelopes = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert reached.exists() and len(envelopes) == 3, ran.stdout + ran.stderr
+    for envelope in envelopes:
+        assert envelope["error"]["code"] == "E_UNAVAILABLE", envelope
+        assert envelope["error"]["details"]["committed"] == [7, 8, 9], envelope
+    assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 9
+    assert problems(sw.store) == []
+
+
+@needs_strace
+def test_init_syncs_the_store_directory_once_its_database_is_in_place(sw):
+    """`init` links the new database into place and reported success with that name not yet
+    synced: a power cut could take the store away after `init` said it was made."""
+    log = sw.tmp / "init.strace"
+    proc = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=link,linkat,openat,fsync,fdatasync,write", "-o", str(log),
+         *swarmctl_argv(), "--as", ALICE, "init", str(sw.store)],
+        cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [CALL.match(line) for line in log.read_text().splitlines()]
+    calls = [c for c in calls if c]
+    linked = max(i for i, c in enumerate(calls) if c["name"] in ("link", "linkat") and str(sw.store / DB_FILE) in c["args"])
+    printed = min(i for i, c in enumerate(calls) if c["name"] == "write" and c["args"].startswith("1,"))
+    opened, synced = {}, []
+    for c in calls[linked:printed]:  # in order: a descriptor's number is used again once closed
+        if c["name"] == "openat":
+            opened[c["ret"]] = c["args"].split(", ")[1].strip('"')
+        elif c["name"] in ("fsync", "fdatasync"):
+            synced.append(opened.get(c["args"]))
+    assert str(sw.store) in synced, synced

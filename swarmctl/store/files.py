@@ -6,9 +6,11 @@ and ipaddress it brings) cost a tenth of such a command's start (bench/core.py, 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
-from typing import TYPE_CHECKING, NamedTuple
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,8 +84,8 @@ def connect(db: str | Path, *, readonly: bool, immutable: bool = False) -> sqlit
         # touches is then SQLITE_CORRUPT (E_STORE_CORRUPT), not data. Costs little; catches more.
         conn.execute("PRAGMA cell_size_check = ON")
         if not readonly:
-            # A commit writes the WAL without syncing it: SqliteStore syncs it itself right after
-            # (wal_synced below), which makes the commit as durable as FULL would, with one sync.
+            # A commit writes the WAL without syncing it: SqliteStore syncs it itself right after,
+            # before anyone reads it (WalFile below): as durable as FULL, with one sync.
             conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         # The first statement already reads the file (and makes its -shm): a damaged file, or a
@@ -138,46 +140,88 @@ def keep_wal_on_close(conn: sqlite3.Connection, db: str | Path) -> bool:
 WAL_NAMED = "user.swarmctl.named"
 
 
-class WalSynced(NamedTuple):
-    named: bytes | None  # the mark of the -wal file whose name is known to be on disk
-    size: int  # the -wal file's size in bytes (0: not known)
+class WalFile:
+    """A connection's -wal file, held open for the connection's life: the descriptor its commits
+    are synced through, and the gate that keeps a commit from being read before it is on disk.
 
-
-def wal_synced(db: str | Path, named: bytes | None) -> WalSynced:
-    """After a commit made with synchronous=NORMAL: put it on the disk, with one sync as a rule.
-
-    SQLite with synchronous=FULL syncs the WAL at each commit, and also the store's directory
-    at each connection's first commit, since it cannot know that the -wal file's name is on
-    disk already: one process that commits one change syncs twice. Here the WAL is synced after
-    the COMMIT, before anyone is told, and the directory only the first time for that -wal file:
-    a synced directory is marked on the file (WAL_NAMED, an extended attribute, which a file
-    made anew never has). Where the filesystem keeps no such marks, the directory is synced
-    once per connection, as SQLite does. `named` is what this connection found or set last (the
-    -wal file cannot be removed while the connection is open); returns it for the next commit,
-    with the -wal file's size.
-
-    The -wal file cannot be opened (no file descriptor left): every filesystem is synced instead.
-    A failed sync of the WAL raises OSError: the change is committed, and not known to be on disk.
+    A connection that commits with synchronous=NORMAL makes a commit visible at its COMMIT, and
+    syncs the WAL after. So the writer holds the gate (flock, exclusive) from before its COMMIT
+    until the WAL is synced, and a reader holds it shared while it begins its snapshot: no
+    swarmctl reader sees a change that a power cut could still take away, as with FULL. The
+    sync goes through a descriptor opened before the writes it syncs: a write error the disk
+    reports reaches it even if another process's sync saw the error first, which one opened
+    afterwards would not be told. SQLite holds no lock on the -wal file (its locks are on the
+    database and the -shm file), so this descriptor and its flock leave SQLite's alone.
     """
-    try:
-        fd = os.open(f"{db}-wal", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        os.sync()
-        return WalSynced(None, 0)
-    try:
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+        self.fd: int | None = None
+        self.named: bytes | None = None  # the mark last found or set (see synced)
+
+    def _descriptor(self) -> int | None:
+        """The -wal file's descriptor; opened again if the file was replaced (a process of an
+        older swarmctl, the last to close the store, removed it and another made it anew)."""
+        try:
+            now = os.stat(f"{self.db}-wal")
+        except OSError:
+            now = None
+        if self.fd is not None and (now is None or os.fstat(self.fd).st_ino != now.st_ino):
+            self.close()
+        if self.fd is None and now is not None:
+            try:
+                self.fd = os.open(f"{self.db}-wal", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None  # none may be opened: the caller syncs every filesystem instead
+        return self.fd
+
+    @contextmanager
+    def gate(self, exclusive: bool) -> Iterator[None]:
+        fd = self._descriptor()
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def synced(self) -> int:
+        """After a commit: put it on the disk, with one sync as a rule; the -wal file's size.
+
+        SQLite with synchronous=FULL syncs the WAL at each commit, and also the store's directory
+        at each connection's first commit, since it cannot know that the -wal file's name is on
+        disk already: one process that commits one change syncs twice. Here the WAL is synced
+        after the COMMIT (inside the gate), and the directory only the first time for that -wal
+        file: a synced directory is marked on the file (WAL_NAMED, an extended attribute, which a
+        file made anew never has; its value names the directory and the file, so a copy that
+        carries it, cp -a, is synced again). Where the filesystem keeps no such marks, the
+        directory is synced once per connection, as SQLite does.
+
+        The -wal file cannot be opened (no descriptor left): every filesystem is synced instead.
+        A failed sync raises OSError: the change is committed, and not known to be on disk.
+        """
+        fd = self._descriptor()
+        if fd is None:
+            os.sync()
+            return 0
         getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
-        where = os.path.dirname(db)
+        where = os.path.dirname(self.db)
         wal, directory = os.fstat(fd), os.stat(where)
         mark = f"{directory.st_dev}:{directory.st_ino}:{wal.st_ino}".encode()
-        if mark != named and not _marked(fd, mark):
-            _sync_directory(where)
+        if mark != self.named and not _marked(fd, mark):
+            sync_directory(where)
             try:
                 os.setxattr(fd, WAL_NAMED, mark)
             except (OSError, AttributeError):
                 pass  # no marks on this filesystem (or system): the next process syncs the directory again
-        return WalSynced(mark, wal.st_size)
-    finally:
-        os.close(fd)
+        self.named = mark
+        return wal.st_size
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 # The -wal file's size past which the writer that grew it folds it into the database and empties
@@ -211,7 +255,11 @@ def _marked(fd: int, mark: bytes) -> bool:
         return False  # not marked, or no marks on this filesystem (Linux's alone keep them)
 
 
-def _sync_directory(path: str) -> None:
+def sync_directory(path: str | Path) -> None:
+    """Sync a directory, so that the names in it are on the disk. A filesystem that cannot
+    sync a directory (EINVAL) is let be, as SQLite lets it; a failed sync raises OSError."""
+    import errno
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -219,8 +267,9 @@ def _sync_directory(path: str) -> None:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass  # some filesystems cannot sync a directory (SQLite ignores this too)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
 

@@ -1,5 +1,5 @@
 """The local store: a directory holding one SQLite database (WAL mode; each commit synced to the
-disk before it is reported, see files.wal_synced). Every change is one BEGIN IMMEDIATE
+disk before it is read or reported, see files.WalFile). Every change is one BEGIN IMMEDIATE
 transaction; ops are numbered by SQLite's rowid.
 
 Why this module is long: it is the whole of one backend's side of Store (opening and making a
@@ -12,7 +12,8 @@ import errno
 import os
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Callable
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -37,15 +38,16 @@ from swarmctl.store.files import (
     connect,
     fold_wal,
     is_store,
+    WalFile,
     keep_wal_on_close,
     lock_timeout,
     on_readonly_filesystem,
     remove_abandoned_inits,
     remove_database,
     remove_if_empty,
+    sync_directory,
     unwritable_why,
     wal_is_empty,
-    wal_synced,
 )
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
 
@@ -117,10 +119,13 @@ class SqliteStore(Store):
         self._group_open = False  # the group's write transaction has begun
         self._grouped = 0
         self._group_lost: SwarmError | bool = False
-        # Whether this store syncs its commits itself: a connection from files.connect commits
-        # with synchronous=NORMAL; the one that makes a store (_make) is SQLite's own, FULL.
+        # The -wal file (files.WalFile) of a store opened by files.connect, whose commits this
+        # syncs itself (synchronous=NORMAL) where it may write; None on the connection that
+        # makes a store (_make), SQLite's own, which syncs as FULL does.
+        self._wal: WalFile | None = None
         self._syncs_wal = False
-        self._wal_named: bytes | None = None  # see files.wal_synced
+        self._unsynced = False  # a COMMIT ran whose sync has not (a signal came in between)
+        self._group_ops: list[int] = []  # the ops of the group's calls, committed at end_group
 
     # --- opening -------------------------------------------------------------------------
 
@@ -155,7 +160,7 @@ class SqliteStore(Store):
             if keep_wal and writable and not readonly:
                 keep_wal_on_close(conn, db)
             store = cls(path, conn, readonly, writable)
-            store._syncs_wal = writable and not readonly
+            store._wal, store._syncs_wal = WalFile(db), writable and not readonly
             store._check_format()
         except BaseException as exc:
             if conn is not None:
@@ -238,6 +243,10 @@ class SqliteStore(Store):
                 os.link(tmp, db)
             except FileExistsError:
                 raise _already_a_store(path, " (made by another process just now)") from None
+            # Its name on the disk before it is reported (and the directory's, if made here).
+            sync_directory(path)
+            if made_dir:
+                sync_directory(os.path.dirname(path))
         except BaseException as exc:
             error = translate(exc, path) if isinstance(exc, sqlite3.Error) else exc  # while `path` is there
             if made_dir:  # as it was: no directory left behind by an init that made nothing
@@ -260,9 +269,21 @@ class SqliteStore(Store):
         if not self.writable:
             raise forbidden(self.path, f"the store at {self.path} {unwritable_why(self.path)}")
 
+    def close(self) -> None:
+        super().close()
+        if self._wal is not None:
+            self._wal.close()
+
     def _begin_read(self) -> None:
         if not self._in_group():
-            self.conn.execute("BEGIN")
+            # The snapshot begins at the first read, inside the gate: never on a commit whose
+            # writer has not synced it yet (files.WalFile).
+            with self._gate(exclusive=False):
+                self.conn.execute("BEGIN")
+                self.conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
+
+    def _gate(self, exclusive: bool) -> ContextManager[None]:
+        return self._wal.gate(exclusive) if self._wal is not None else nullcontext()
 
     def _end_read(self) -> None:
         # SQLite ends a transaction itself on some errors (an I/O error, a corrupt page): a read
@@ -312,8 +333,11 @@ class SqliteStore(Store):
         return None  # the rowid: max + 1, inside BEGIN IMMEDIATE
 
     def _commit(self, writer: Writer) -> None:
-        self.conn.execute("RELEASE call" if self._grouping else "COMMIT")
-        self._grouped += self._grouping
+        if self._grouping:
+            self.conn.execute("RELEASE call")
+            self._grouped += 1
+        else:
+            self._commit_synced([*self.committed, *([writer.op] if writer.op is not None else [])])
         if writer.op is not None:
             self._sealed_at = self._version
             # data_version does not change for this connection's own commits: the op it just
@@ -322,22 +346,35 @@ class SqliteStore(Store):
 
     def _committed(self, writer: Writer) -> None:
         super()._committed(writer)
-        if not self._grouping:  # a group's writes reach the disk at its COMMIT (end_group)
-            self._synced()
+        if self._grouping and writer.op is not None:
+            self._group_ops.append(writer.op)
+        if self._unsynced:  # a signal came between the COMMIT and its sync
+            self._synced(list(self.committed))
 
-    def _synced(self) -> None:
-        """The commit just made, on the disk before anyone is told of it (files.wal_synced);
-        then the WAL folded into the database, once it has grown past WAL_LIMIT (files.fold_wal)."""
+    def _commit_synced(self, ops: list[int]) -> None:
+        """COMMIT, and the commit on the disk before anyone reads it or is told of it (files.
+        WalFile); then the WAL folded into the database once it has grown past WAL_LIMIT."""
         if not self._syncs_wal:
+            self.conn.execute("COMMIT")
             return
+        with self._gate(exclusive=True):
+            self._unsynced = True
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException as exc:  # committed, if a signal came just after; else not
+                self._unsynced = not isinstance(exc, sqlite3.Error) and not self.conn.in_transaction
+                raise
+            size = self._synced(ops)
+        if size > WAL_LIMIT:
+            fold_wal(self.conn, self._lock_timeout)
+
+    def _synced(self, ops: list[int]) -> int:
+        self._unsynced = False
         try:
             faults.fail_sync()
-            synced = wal_synced(os.path.join(self.path, DB_FILE), self._wal_named)  # type: ignore[arg-type]
+            return self._wal.synced()  # type: ignore[union-attr]
         except OSError as exc:
-            raise not_stored(exc, self.path, self.committed) from exc
-        self._wal_named = synced.named
-        if synced.size > WAL_LIMIT:
-            fold_wal(self.conn, self._lock_timeout)
+            raise not_stored(exc, self.path, ops) from exc  # type: ignore[arg-type]
 
     def _commit_done(self) -> bool:
         # A KeyboardInterrupt is raised between bytecodes, never inside COMMIT: with no
@@ -397,8 +434,8 @@ class SqliteStore(Store):
         held the store's write lock (it wrote). Raises the typed error that lost its writes when
         they were not committed: the COMMIT failed, or a failure SQLite answers by rolling back
         the whole transaction (a full disk, an I/O error) undid them."""
-        grouping, lost, grouped = self._grouping, self._group_lost, self._grouped
-        self._grouping, self._group_lost, self._grouped = False, False, 0
+        grouping, lost, grouped, ops = self._grouping, self._group_lost, self._grouped, self._group_ops
+        self._grouping, self._group_lost, self._grouped, self._group_ops = False, False, 0, []
         began, self._group_open = self._group_open, False
         if not grouping:
             return False
@@ -416,13 +453,12 @@ class SqliteStore(Store):
         if not began or not self.conn.in_transaction:
             return False  # only reads: no lock was taken
         try:
-            self.conn.execute("COMMIT")
+            self._commit_synced(ops)
         except sqlite3.Error as exc:
             self._rollback()
             self._forget_head()
             self._format_as_stored()
             raise self.translate(exc) from exc
-        self._synced()
         return True
 
     def _format_as_stored(self) -> None:
