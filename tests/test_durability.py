@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import ALICE, as_, build_golden_store, problems
+from core_helpers import AGENT, ALICE, as_, build_golden_store, problems
 from swarm import swarmctl_argv
 
 from swarmctl.store.files import WAL_NAMED, WalFile
@@ -193,45 +193,128 @@ def test_a_sync_that_fails_after_the_commit_says_the_change_is_committed_and_not
     assert problems(sw.store) == []
 
 
-@needs_strace
-def test_a_reader_that_begins_between_a_commit_and_its_sync_waits_for_the_sync(sw):
-    """The writer's sync is held back 1.5 s (strace injects the delay): a reader that begins
-    while the writer holds the -wal file's lock (its commit made, not yet synced) ends after
-    that sync returned, and sees the change. It read the change at once, before it was on disk
-    (found by a probe)."""
+def held_by(writer: subprocess.Popen, wal: Path) -> None:
+    """Wait until `writer` holds the -wal file's gate (its COMMIT under way or made, its sync
+    not returned): an event, not a time."""
     import fcntl
+    import time
+
+    with open(wal, "rb") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            assert writer.poll() is None, "the writer ended before it was seen holding the gate"
+            time.sleep(0.002)
+
+
+def slow_writer(sw, log: Path, *args: str, inject: tuple[str, ...] = ()) -> subprocess.Popen:
+    """swarmctl under strace, each fdatasync held back 1.5 s (and whatever `inject` adds)."""
+    specs = ("fdatasync:delay_enter=1500000", *inject)
+    injected = [a for spec in specs for a in ("-e", f"inject={spec}")]
+    traced = ",".join(spec.split(":")[0] for spec in specs)  # strace injects only into what it traces
+    return subprocess.Popen(
+        ["strace", "-f", "-qq", "-ttt", "-T", "-e", f"trace={traced}", *injected, "-o", str(log), *swarmctl_argv(), *args],
+        cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def waiting(sw) -> dict[str, str]:
+    """The environment of a process that must wait for the slow writer, however busy the machine."""
+    return {**sw.env, "SWARMCTL_LOCK_TIMEOUT": "100"}
+
+
+def sync_returned_at(log: Path) -> float:
+    """When the writer's last sync returned (a signal in the middle of one makes it sync again)."""
+    synced = [line for line in log.read_text().splitlines() if "fdatasync(" in line][-1]
+    began, took = re.search(r"(\d+\.\d+) fdatasync\(.*<(\d+\.\d+)>", synced).groups()
+    return float(began) + float(took)
+
+
+@needs_strace
+@pytest.mark.parametrize("other", ["reader", "refused writer"])
+def test_no_one_reads_a_commit_between_it_and_its_sync(sw, other):
+    """The writer's sync is held back 1.5 s (strace injects the delay): a reader that begins
+    while the writer holds the -wal file's gate ends after that sync returned, and sees the
+    change; so does a write that the change makes refuse (its E_CAS_MISMATCH names the op).
+    Both read the change at once, before it was on disk (found by probes)."""
     import json
     import time
 
     build_golden_store(sw)
     sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", "main")  # op 7; the -wal file is there
     log = sw.tmp / "writer.strace"
-    writer = subprocess.Popen(
-        ["strace", "-f", "-qq", "-ttt", "-T", "-e", "trace=fdatasync", "-e", "inject=fdatasync:delay_enter=1500000",
-         "-o", str(log), *swarmctl_argv(), *as_(sw, ALICE), "ref", "set", "release/v3", "main"],
-        cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    writer = slow_writer(sw, log, *as_(sw, ALICE), "ref", "set", "feat", "main", "--create")
     try:
-        with open(f"{sw.store / DB_FILE}-wal", "rb") as wal:
-            while True:  # until the writer holds the lock: its COMMIT made, its sync not returned
-                try:
-                    fcntl.flock(wal, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    fcntl.flock(wal, fcntl.LOCK_UN)
-                except BlockingIOError:
-                    break
-                assert writer.poll() is None, "the writer ended before it was seen holding the lock"
-                time.sleep(0.002)
-        reader = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "op", "log", "-n", "1"],
-                                cwd=sw.tmp, env=sw.env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        held_by(writer, Path(f"{sw.store / DB_FILE}-wal"))
+        args = ["--repo", str(sw.store), "op", "log", "-n", "1"] if other == "reader" else [
+            *as_(sw, AGENT), "ref", "set", "feat", "release/v1", "--create"]
+        ran = subprocess.run([*swarmctl_argv(), *args], cwd=sw.tmp, env=waiting(sw), stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60)
         ended = time.time()
-        out, err = writer.communicate(timeout=60)
+        out, err = writer.communicate(timeout=120)
     finally:
         writer.kill()
     assert writer.returncode == 0 and json.loads(out)["op"] == "ref_set", out + err
-    assert json.loads(reader.stdout)["result"]["ops"][0]["op"] == 8
-    [synced] = [line for line in log.read_text().splitlines() if "fdatasync(" in line]
-    began, took = re.search(r"(\d+\.\d+) fdatasync\(.*<(\d+\.\d+)>", synced).groups()
-    assert ended >= float(began) + float(took), (synced, ended)
+    seen = json.loads(ran.stdout)
+    if other == "reader":
+        assert seen["result"]["ops"][0]["op"] == 8
+    else:
+        assert seen["error"]["code"] == "E_CAS_MISMATCH" and seen["error"]["details"]["conflicts"][0]["moved_by"] == [8]
+    assert ended >= sync_returned_at(log), (ended, log.read_text())
+
+
+@needs_strace
+def test_a_signal_during_the_commit_leaves_the_gate_held_until_the_sync(sw):
+    """SIGTERM while COMMIT writes the WAL (each write held back 0.1 s): the change is
+    committed, so the sync is made before the gate opens and the signal has its way
+    (E_INTERRUPTED naming the op). The gate was let go first, and a reader read the change
+    while its sync was still under way (found by a probe)."""
+    import json
+    import signal
+    import time
+
+    build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", "main")
+    log = sw.tmp / "writer.strace"
+    writer = slow_writer(sw, log, *as_(sw, ALICE), "ref", "set", "feat", "main", "--create",
+                         inject=("pwrite64:delay_enter=100000",))
+    try:
+        held_by(writer, Path(f"{sw.store / DB_FILE}-wal"))
+        child = int(subprocess.run(["pgrep", "-P", str(writer.pid)], capture_output=True, text=True).stdout.split()[0])
+        os.kill(child, signal.SIGTERM)
+        ran = subprocess.run([*swarmctl_argv(), "--repo", str(sw.store), "op", "log", "-n", "1"], cwd=sw.tmp,
+                             env=waiting(sw), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        ended = time.time()
+        out, err = writer.communicate(timeout=120)
+    finally:
+        writer.kill()
+    interrupted = json.loads(out)
+    assert interrupted["error"]["code"] == "E_INTERRUPTED" and interrupted["error"]["details"]["committed"] == [8], out + err
+    assert json.loads(ran.stdout)["result"]["ops"][0]["op"] == 8
+    assert ended >= sync_returned_at(log), (ended, log.read_text())
+
+
+def test_a_gate_held_past_the_lock_timeout_is_e_busy_never_a_wait_for_good(sw):
+    """A writer stopped between its commit and its sync (a hung disk, Ctrl-Z) holds the gate;
+    here the test holds it. A read and a write each wait up to SWARMCTL_LOCK_TIMEOUT, then
+    E_BUSY (exit 8), nothing written. They waited for good (found by a probe)."""
+    import fcntl
+
+    build_golden_store(sw)
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", "main")  # op 7
+    env = {"SWARMCTL_LOCK_TIMEOUT": "1"}
+    with open(f"{sw.store / DB_FILE}-wal", "rb") as wal:
+        fcntl.flock(wal, fcntl.LOCK_EX)
+        read = sw.process("--repo", str(sw.store), "op", "log", "-n", "1", env=env)
+        write = sw.process(*as_(sw, ALICE), "ref", "set", "release/v3", "main", env=env)
+        fcntl.flock(wal, fcntl.LOCK_UN)
+    for ran in (read, write):
+        assert ran.exit == 8 and ran.error["code"] == "E_BUSY", ran.stdout
+        assert "not yet on the disk" in ran.error["message"]
+    assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 7
 
 
 def test_a_group_whose_sync_fails_names_every_op_of_the_group(sw):

@@ -158,6 +158,18 @@ def _no_room(path: str | Path | None, reason: str, message: str, remedy: str) ->
     )
 
 
+def gate_busy(path: str | Path | None) -> SwarmError:
+    """A write's sync held the store past the lock timeout (a writer stopped between its commit
+    and its sync: a hung disk, a stopped process)."""
+    return SwarmError(
+        "E_BUSY",
+        f"the store stayed locked past the timeout ({lock_timeout():g}s): a change another process "
+        "committed is not yet on the disk",
+        details={"repo": str(path)} if path else {},
+        hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+    )
+
+
 def not_stored(exc: OSError, path: str | Path, committed: list[int]) -> SwarmError:
     """The disk failed to store a change SQLite had committed (the sync after the commit
     failed): others may see it already, and it may not outlive the machine stopping."""

@@ -176,10 +176,13 @@ class WalFile:
         return self.fd
 
     @contextmanager
-    def gate(self, exclusive: bool) -> Iterator[None]:
+    def gate(self, exclusive: bool, timeout_s: float) -> Iterator[None]:
+        """Hold the gate (see the class). Waited for up to `timeout_s` (the store's lock
+        timeout), never for good: a writer stopped in its sync (a hung disk, a Ctrl-Z, a
+        debugger) makes the others GateBusy, as a writer holding the store's lock does."""
         fd = self._descriptor()
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, timeout_s)
         try:
             yield
         finally:
@@ -246,6 +249,35 @@ def fold_wal(conn: sqlite3.Connection, lock_timeout_s: float) -> None:
         pass  # the change is committed and on disk; a later writer folds the WAL
     finally:
         conn.execute(f"PRAGMA busy_timeout = {round(lock_timeout_s * 1000)}")
+
+
+class GateBusy(Exception):
+    """The -wal file's gate stayed held past the lock timeout (see WalFile.gate)."""
+
+
+def _flock(fd: int, kind: int, timeout_s: float) -> None:
+    """flock, without blocking for more than `timeout_s`: at once where it is free (as a rule),
+    else tried again after pauses that grow from 1 ms to 50 ms. A signal ends the wait as the
+    signal's handler says."""
+    import time
+
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    deadline, pause = time.monotonic() + timeout_s, 0.001
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise GateBusy()
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
 
 
 def _marked(fd: int, mark: bytes) -> bool:

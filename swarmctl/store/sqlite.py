@@ -12,8 +12,8 @@ import errno
 import os
 import sqlite3
 import time
-from contextlib import nullcontext
-from typing import TYPE_CHECKING, Callable, ContextManager
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from swarmctl import names
 from swarmctl.envelope import SwarmError
@@ -23,6 +23,7 @@ from swarmctl.store.errors import (
     blame_files,
     busy,
     corrupt,
+    gate_busy,
     not_stored,
     forbidden,
     not_a_repo,
@@ -38,6 +39,7 @@ from swarmctl.store.files import (
     connect,
     fold_wal,
     is_store,
+    GateBusy,
     WalFile,
     keep_wal_on_close,
     lock_timeout,
@@ -282,8 +284,16 @@ class SqliteStore(Store):
                 self.conn.execute("BEGIN")
                 self.conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
 
-    def _gate(self, exclusive: bool) -> ContextManager[None]:
-        return self._wal.gate(exclusive) if self._wal is not None else nullcontext()
+    @contextmanager
+    def _gate(self, exclusive: bool) -> Iterator[None]:
+        if self._wal is None:
+            yield
+            return
+        try:
+            with self._wal.gate(exclusive, self._lock_timeout):
+                yield
+        except GateBusy:
+            raise gate_busy(self.path) from None  # type: ignore[arg-type]
 
     def _end_read(self) -> None:
         # SQLite ends a transaction itself on some errors (an I/O error, a corrupt page): a read
@@ -309,6 +319,19 @@ class SqliteStore(Store):
         return op_time(names.now(), head.at if head is not None else None)
 
     def _lock(self) -> None:
+        """BEGIN IMMEDIATE, then read nothing before the commit this snapshot may hold is on the
+        disk: the writer that made it released the store's lock at its COMMIT and holds the
+        gate until its sync (files.WalFile; waiting for the gate while holding the store's lock
+        cannot deadlock: the gate's holder needs no lock to finish its sync)."""
+        self._lock_store()
+        try:
+            with self._gate(exclusive=False):
+                pass
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _lock_store(self) -> None:
         """BEGIN IMMEDIATE: take the store's write lock, waiting for it up to the lock timeout
         (SWARMCTL_LOCK_TIMEOUT; then E_BUSY). SQLite waits in C, where no signal is handled: a
         Ctrl-C or SIGTERM to a process waiting there would wait out the timeout first. So the
@@ -362,19 +385,36 @@ class SqliteStore(Store):
             try:
                 self.conn.execute("COMMIT")
             except BaseException as exc:  # committed, if a signal came just after; else not
-                self._unsynced = not isinstance(exc, sqlite3.Error) and not self.conn.in_transaction
+                if isinstance(exc, sqlite3.Error) or self.conn.in_transaction:
+                    self._unsynced = False
+                    raise
+                self._sync_through(ops)  # the signal's turn once the commit is on disk, in the gate
                 raise
-            size = self._synced(ops)
+            size = self._sync_through(ops)
         if size > WAL_LIMIT:
             fold_wal(self.conn, self._lock_timeout)
 
+    def _sync_through(self, ops: list[int]) -> int:
+        """_synced, and again if a signal stopped it: the signal is raised once the sync is done
+        (a second one gives up; the store's _committed then syncs outside the gate)."""
+        try:
+            return self._synced(ops)
+        except Exception:
+            raise
+        except BaseException:
+            if self._unsynced:
+                self._synced(ops)
+            raise
+
     def _synced(self, ops: list[int]) -> int:
-        self._unsynced = False
         try:
             faults.fail_sync()
-            return self._wal.synced()  # type: ignore[union-attr]
+            size = self._wal.synced()  # type: ignore[union-attr]
         except OSError as exc:
+            self._unsynced = False  # not retried: the error says the change is not known to be on disk
             raise not_stored(exc, self.path, ops) from exc  # type: ignore[arg-type]
+        self._unsynced = False
+        return size
 
     def _commit_done(self) -> bool:
         # A KeyboardInterrupt is raised between bytecodes, never inside COMMIT: with no
