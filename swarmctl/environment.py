@@ -19,7 +19,8 @@ class Variable(NamedTuple):
 VARIABLES: tuple[Variable, ...] = (
     Variable(
         "SWARMCTL_LOCK_TIMEOUT",
-        "Seconds a write waits for another writer (the store's lock) before it gives up with E_BUSY: "
+        "Seconds a write waits for another writer (the store's lock), and a read or a write for the "
+        "sync of a change another process just committed, before it gives up with E_BUSY: "
         "0 to 3600, default 10. Ctrl-C ends the wait at once.",
     ),
     Variable(
