@@ -361,3 +361,51 @@ def test_init_syncs_the_store_directory_once_its_database_is_in_place(sw):
         elif c["name"] in ("fsync", "fdatasync"):
             synced.append(opened.get(c["args"]))
     assert str(sw.store) in synced, synced
+
+
+def test_a_group_that_cannot_pass_the_gate_is_rolled_back_and_the_door_writes_on(sw):
+    """`call --lines`: the group's call is made (held at a fault point), then the test takes the
+    gate, so the group's COMMIT waits past the lock timeout: the call is E_BUSY and the group
+    rolled back (nothing written, the store's lock let go), and the next line, once the gate is
+    free, is written. The group's transaction was left open, holding the store's lock."""
+    import fcntl
+    import json
+    import time
+
+    build_golden_store(sw)  # ops 1-6
+    sw.ok(*as_(sw, ALICE), "ref", "set", "release/v2", "main")  # op 7; the -wal file is there
+    paused = sw.tmp / "paused"
+    proc = subprocess.Popen(
+        [*swarmctl_argv(), *as_(sw, ALICE), "call", "--lines"], cwd=sw.tmp, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, env={**sw.env, "SWARMCTL_LOCK_TIMEOUT": "1", "SWARMCTL_FAULT": f"pause-after-call:{paused}"},
+    )
+    wal = open(f"{sw.store / DB_FILE}-wal", "rb")
+    try:
+        line = json.dumps({"tool": "ref_set", "arguments": {"name": "held", "target": "main", "create": True}})
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        while not paused.exists():  # the call made, in its group, not committed
+            assert proc.poll() is None
+            time.sleep(0.005)
+        fcntl.flock(wal, fcntl.LOCK_EX)
+        paused.unlink()
+        first = json.loads(proc.stdout.readline())  # E_BUSY once the timeout has passed
+        fcntl.flock(wal, fcntl.LOCK_UN)
+        line = json.dumps({"tool": "ref_set", "arguments": {"name": "free", "target": "main", "create": True}})
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        while not paused.exists():
+            assert proc.poll() is None
+            time.sleep(0.005)
+        paused.unlink()
+        proc.stdin.close()
+        second = json.loads(proc.stdout.readline())
+        proc.wait(timeout=60)
+    finally:
+        wal.close()
+        proc.kill()
+    assert first["error"]["code"] == "E_BUSY", first
+    assert second["ok"], second
+    names = {r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]}
+    assert "free" in names and "held" not in names
+    assert problems(sw.store) == []

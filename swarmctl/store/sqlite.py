@@ -494,11 +494,14 @@ class SqliteStore(Store):
             return False  # only reads: no lock was taken
         try:
             self._commit_synced(ops)
-        except sqlite3.Error as exc:
-            self._rollback()
-            self._forget_head()
-            self._format_as_stored()
-            raise self.translate(exc) from exc
+        except BaseException as exc:
+            if isinstance(exc, sqlite3.Error) or self.conn.in_transaction:  # not committed (E_BUSY: the gate)
+                self._rollback()
+                self._forget_head()
+                self._format_as_stored()
+            if isinstance(exc, sqlite3.Error):
+                raise self.translate(exc) from exc
+            raise
         return True
 
     def _format_as_stored(self) -> None:
