@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from swarmctl import names
 from swarmctl.envelope import SwarmError
 from swarmctl.store import Store, discover, is_url, not_a_repo, os_failure, resolve
+from swarmctl.store.files import shown
 from swarmctl.store.schema import DB_FILE
 
 if TYPE_CHECKING:
@@ -187,9 +188,10 @@ class Context:
         return Path(self._absolute(given))
 
     def _absolute(self, given: str | Path) -> str:
+        """`given` from the working directory, as pathlib shows a path (files.shown)."""
         path = os.fspath(given)
         if os.path.isabs(path):
-            return path
+            return shown(path)
         if self.cwd is None:
             raise SwarmError(
                 "E_INVALID_ARG",
@@ -197,7 +199,7 @@ class Context:
                 details={"path": str(given)},
                 hint="Give an absolute path, or cd to a directory that exists.",
             )
-        return os.path.join(self.cwd, path)
+        return shown(os.path.join(self.cwd, path))
 
     def locate(self, given: str) -> str:
         """What `--repo` or `init PATH` names: a server's URL as given, or a path."""

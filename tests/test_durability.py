@@ -1,7 +1,7 @@
 """A committed change is on the disk before anyone is told of it, with one disk sync as a rule.
 
 A writing connection runs with synchronous=NORMAL and syncs the WAL itself right after each
-COMMIT (files.WalFile), and the store's directory only the first time for a -wal file (a
+COMMIT (wal.WalFile), and the store's directory only the first time for a -wal file (a
 mark on the file says it was done); no reader begins a snapshot between the two: SQLite with synchronous=FULL synced the directory at every
 connection's first commit, two syncs for a command that commits one change. These tests watch
 the real system calls of real processes with strace, and the WAL's size over many processes.
@@ -18,7 +18,7 @@ import pytest
 from core_helpers import AGENT, ALICE, as_, build_golden_store, problems
 from swarm import swarmctl_argv
 
-from swarmctl.store.files import WAL_NAMED, WalFile
+from swarmctl.store.wal import WAL_NAMED, WalFile
 from swarmctl.store.schema import DB_FILE
 
 pytestmark = pytest.mark.backends("sqlite")
@@ -157,7 +157,7 @@ def test_the_wal_stays_small_when_every_write_is_a_process_of_its_own(sw):
     alone rebuilds the WAL's index and forgets what was checkpointed, so the WAL grew by each
     write for good (to 12 MiB here, and each write checkpointed all of it again)."""
     from swarmctl.store import Store
-    from swarmctl.store.files import WAL_LIMIT
+    from swarmctl.store.wal import WAL_LIMIT
 
     sw.ok("--as", ALICE, "init", str(sw.store))
     wal = Path(f"{sw.store / DB_FILE}-wal")
@@ -313,7 +313,7 @@ def test_a_gate_held_past_the_lock_timeout_is_e_busy_never_a_wait_for_good(sw):
         fcntl.flock(wal, fcntl.LOCK_UN)
     for ran in (read, write):
         assert ran.exit == 8 and ran.error["code"] == "E_BUSY", ran.stdout
-        assert "not yet on the disk" in ran.error["message"]
+        assert "between a commit and its sync" in ran.error["message"]
     assert sw.ok("--repo", str(sw.store), "op", "log", "-n", "1")["ops"][0]["op"] == 7
 
 
@@ -409,3 +409,59 @@ def test_a_group_that_cannot_pass_the_gate_is_rolled_back_and_the_door_writes_on
     names = {r["name"] for r in sw.ok("--repo", str(sw.store), "ref", "list")["refs"]}
     assert "free" in names and "held" not in names
     assert problems(sw.store) == []
+
+
+def test_a_read_that_fails_as_it_begins_leaves_no_transaction_open(sw):
+    """Another process holds SQLite's read locks (the -shm file's read marks) until SQLite gives
+    up (about 10 s: SQLITE_PROTOCOL, E_BUSY): the read fails, and once the locks are free the
+    same open store (as a server keeps it) reads and writes. The read's BEGIN was left open,
+    and the next read and write were E_INTERNAL (found by a probe)."""
+    import sys
+
+    from swarmctl.envelope import SwarmError
+    from swarmctl.store import Store
+
+    build_golden_store(sw)
+    store = Store.open(sw.store)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+         "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 5, 123); print('held', flush=True); sys.stdin.read()",
+         f"{sw.store / DB_FILE}-shm"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SwarmError) as failed:
+            with store.read() as conn:
+                conn.execute("SELECT count(*) FROM ops").fetchone()
+        assert failed.value.code == "E_BUSY", failed.value
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    try:
+        assert not store.conn.in_transaction
+        with store.read() as conn:
+            assert conn.execute("SELECT count(*) FROM ops").fetchone()[0] == 6
+        with store.write(ALICE) as w:
+            w.conn.execute("SELECT 1")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("how", ["name too long", "symlink loop"])
+def test_paths_that_cannot_be_resolved_are_said_as_before(sw, how):
+    """Store paths are strings now (a read imports no pathlib): a name too long is still
+    E_INVALID_ARG naming it, not "no store" (os.path's checks took every failure for "not
+    there", which also let discovery go past a store it could not look into, to one further
+    up), and a path that could not be resolved is shown as pathlib showed it."""
+    base = sw.tmp / "base"
+    base.mkdir()
+    if how == "name too long":
+        ran = sw.process("--repo", f"{'y' * 256}/sub", "op", "log", cwd=base)
+        assert (ran.exit, ran.error["code"]) == (2, "E_INVALID_ARG") and "too long" in ran.error["message"], ran.stdout
+        made = sw.process("--as", ALICE, "init", "/".join(["ab"] * 1500), cwd=base)
+        assert (made.exit, made.error["code"]) == (2, "E_INVALID_ARG"), made.stdout
+    else:
+        (base / "loop1").symlink_to("loop2")
+        (base / "loop2").symlink_to("loop1")
+        ran = sw.process("--repo", "./loop1/", "op", "log", cwd=base)
+        assert ran.error["code"] == "E_NOT_A_REPO" and ran.error["details"] == {"path": str(base / "loop1")}, ran.stdout

@@ -30,7 +30,7 @@ from swarmctl.store.errors import (
     not_a_repo,
     os_failure,
 )
-from swarmctl.store.files import discover, is_store, resolve
+from swarmctl.store.files import discover, is_file, is_store, resolve
 from swarmctl.store.sql import Conn
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from swarmctl.envelope import SwarmError, bug
-from swarmctl.store.files import lock_timeout, on_readonly_filesystem
+from swarmctl.store.files import is_dir, is_file, lock_timeout, on_readonly_filesystem
 from swarmctl.store.schema import DB_FILE
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def translate(exc: sqlite3.Error, path: str | Path | None = None) -> SwarmError:
     text = str(exc)
     where = {"repo": str(path)} if path else {}
     code = _primary_code(exc)
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_PROTOCOL):  # PROTOCOL: WAL locks never free to take
         return SwarmError(
             "E_BUSY",
             f"the store stayed locked past the timeout ({lock_timeout():g}s): {text}",
@@ -81,7 +81,7 @@ def _primary_code(exc: sqlite3.Error) -> int:
 # SQLite's primary result codes (https://sqlite.org/rescode.html) that mean something to a caller.
 _SQLITE_ERROR, _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 1, 3, 5, 6, 8
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 13, 14, 26
-_SQLITE_CONSTRAINT, _SQLITE_CONSTRAINT_FOREIGNKEY = 19, 787
+_SQLITE_CONSTRAINT, _SQLITE_CONSTRAINT_FOREIGNKEY, _SQLITE_PROTOCOL = 19, 787, 15
 
 
 def forbidden(path: str | Path | None, message: str, hint: str | None = None, *, reason: str = "read_only",
@@ -159,14 +159,14 @@ def _no_room(path: str | Path | None, reason: str, message: str, remedy: str) ->
 
 
 def gate_busy(path: str | Path | None) -> SwarmError:
-    """A write's sync held the store past the lock timeout (a writer stopped between its commit
-    and its sync: a hung disk, a stopped process)."""
+    """The -wal file's gate stayed held past the lock timeout: by a writer between its commit and
+    its sync, or by a process beginning a read (either stopped there: a hung disk, Ctrl-Z)."""
     return SwarmError(
         "E_BUSY",
-        f"the store stayed locked past the timeout ({lock_timeout():g}s): a change another process "
-        "committed is not yet on the disk",
+        f"the store stayed locked past the timeout ({lock_timeout():g}s): another process held it "
+        "between a commit and its sync to the disk, or while it began a read",
         details={"repo": str(path)} if path else {},
-        hint="Another process is writing; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
+        hint="Another process is using the store; nothing was written. Retry, or raise SWARMCTL_LOCK_TIMEOUT.",
     )
 
 
@@ -331,8 +331,8 @@ def blame_files(path: str | Path, *, side_files: bool = True) -> SwarmError | No
         return permission_denied(path, db, "read")
     for suffix in ("-wal", "-shm") if side_files else ():
         side = f"{db}{suffix}"
-        if os.path.lexists(side) and not os.path.isfile(side):
-            kind = "a directory" if os.path.isdir(side) else "not a regular file"
+        if os.path.lexists(side) and not is_file(side):
+            kind = "a directory" if is_dir(side) else "not a regular file"
             return SwarmError(
                 "E_STORE_CORRUPT",
                 f"{side} is {kind}: SQLite keeps the store's {'write-ahead log' if suffix == '-wal' else 'shared-memory index'} "

@@ -1,5 +1,5 @@
 """The local store: a directory holding one SQLite database (WAL mode; each commit synced to the
-disk before it is read or reported, see files.WalFile). Every change is one BEGIN IMMEDIATE
+disk before it is read or reported, see wal.WalFile). Every change is one BEGIN IMMEDIATE
 transaction; ops are numbered by SQLite's rowid.
 
 Why this module is long: it is the whole of one backend's side of Store (opening and making a
@@ -35,23 +35,23 @@ from swarmctl.store.files import (
     resolve,
     can_write,
     can_write_store,
-    WAL_LIMIT,
     connect,
-    fold_wal,
+    exists,
+    is_dir,
+    is_file,
     is_store,
-    GateBusy,
-    WalFile,
+    make_dirs,
     keep_wal_on_close,
     lock_timeout,
     on_readonly_filesystem,
     remove_abandoned_inits,
     remove_database,
     remove_if_empty,
-    sync_directory,
     unwritable_why,
     wal_is_empty,
 )
 from swarmctl.store.schema import DB_FILE, FORMAT_VERSION, POLICY_FORMAT, SCHEMA, readable_format
+from swarmctl.store.wal import WAL_LIMIT, GateBusy, WalFile, fold_wal, sync_directory
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,9 +84,9 @@ def _sqlite_header(db: str) -> bool:
 
 def _make_dir(path: str) -> bool:
     """Make the directory of a new store where it is not; whether this made it."""
-    made = not os.path.exists(path)
+    made = not exists(path)
     try:
-        os.makedirs(path, exist_ok=True)
+        make_dirs(path)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise forbidden(path, f"cannot create {path}: {exc.strerror}", hint=_CREATE_HINT) from exc
@@ -121,7 +121,7 @@ class SqliteStore(Store):
         self._group_open = False  # the group's write transaction has begun
         self._grouped = 0
         self._group_lost: SwarmError | bool = False
-        # The -wal file (files.WalFile) of a store opened by files.connect, whose commits this
+        # The -wal file (wal.WalFile) of a store opened by files.connect, whose commits this
         # syncs itself (synchronous=NORMAL) where it may write; None on the connection that
         # makes a store (_make), SQLite's own, which syncs as FULL does.
         self._wal: WalFile | None = None
@@ -145,9 +145,9 @@ class SqliteStore(Store):
     def _open(cls, path: str, readonly: bool, keep_wal: bool) -> "SqliteStore":
         path = resolve(path)
         db = os.path.join(path, DB_FILE)
-        if os.path.isdir(path) and not os.access(path, os.X_OK):
+        if is_dir(path) and not os.access(path, os.X_OK):
             raise blame_files(path) or not_a_repo(path)  # a directory this user may not enter
-        if not os.path.isfile(db):
+        if not is_file(db):
             raise not_a_repo(path)
         if (blamed := blame_files(path, side_files=False)) is not None:
             raise blamed  # a file this user may not read: say which, before SQLite blames another
@@ -211,7 +211,7 @@ class SqliteStore(Store):
         db = os.path.join(path, DB_FILE)
         if is_store(path) and _sqlite_header(db):
             raise _already_a_store(path)
-        if os.path.exists(path) and not os.path.isdir(path):
+        if exists(path) and not is_dir(path):
             raise SwarmError("E_INVALID_ARG", f"{path} exists and is not a directory", details={"path": str(path)})
         if os.path.lexists(db):  # not a database: a directory, a dangling link, an empty file
             raise SwarmError(
@@ -279,10 +279,15 @@ class SqliteStore(Store):
     def _begin_read(self) -> None:
         if not self._in_group():
             # The snapshot begins at the first read, inside the gate: never on a commit whose
-            # writer has not synced it yet (files.WalFile).
+            # writer has not synced it yet (wal.WalFile).
             with self._gate(exclusive=False):
                 self.conn.execute("BEGIN")
-                self.conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
+                try:
+                    self.conn.execute("SELECT 1 FROM meta LIMIT 1").fetchall()
+                except BaseException:  # no transaction left open for the next call to trip on
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    raise
 
     @contextmanager
     def _gate(self, exclusive: bool) -> Iterator[None]:
@@ -321,7 +326,7 @@ class SqliteStore(Store):
     def _lock(self) -> None:
         """BEGIN IMMEDIATE, then read nothing before the commit this snapshot may hold is on the
         disk: the writer that made it released the store's lock at its COMMIT and holds the
-        gate until its sync (files.WalFile; waiting for the gate while holding the store's lock
+        gate until its sync (wal.WalFile; waiting for the gate while holding the store's lock
         cannot deadlock: the gate's holder needs no lock to finish its sync)."""
         self._lock_store()
         try:

@@ -10,7 +10,7 @@ from swarmctl import names
 from swarmctl.context import Context
 from swarmctl.envelope import SwarmError
 from swarmctl.spec import Call, Cli, Complete, Range, arg, result_type
-from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, queries
+from swarmctl.store import Ambiguous, CommitUnknown, Conn, NoDatabase, NoSchema, NoStore, NotFound, StoreDamaged, is_file, queries
 from swarmctl.store.schema import DB_FILE
 
 OpNumber = Annotated[int, Range(1)]
@@ -153,7 +153,7 @@ def _quoted(url: str) -> str:
 
 def _no_store(error: NoStore) -> str:
     path = os.fspath(error.path)
-    if os.path.basename(path) == DB_FILE and os.path.isfile(path):  # `--repo store/swarmops.db`
+    if os.path.basename(path) == DB_FILE and is_file(path):  # `--repo store/swarmops.db`
         import shlex
 
         return f"That is a store's database file: --repo takes the store's directory, {shlex.quote(os.path.dirname(path))}."
