@@ -389,27 +389,15 @@ class SqliteStore(Store):
             self._unsynced = True
             try:
                 self.conn.execute("COMMIT")
-            except BaseException as exc:  # committed, if a signal came just after; else not
-                if isinstance(exc, sqlite3.Error) or self.conn.in_transaction:
-                    self._unsynced = False
-                    raise
-                self._sync_through(ops)  # the signal's turn once the commit is on disk, in the gate
+                size = self._synced(ops)
+            except BaseException as exc:
+                if self._unsynced and (isinstance(exc, sqlite3.Error) or self.conn.in_transaction):
+                    self._unsynced = False  # not committed
+                elif self._unsynced:  # committed, and a signal came before the sync was done:
+                    self._synced(ops)  # the sync first, in the gate, then the signal has its way
                 raise
-            size = self._sync_through(ops)
         if size > WAL_LIMIT:
             fold_wal(self.conn, self._lock_timeout)
-
-    def _sync_through(self, ops: list[int]) -> int:
-        """_synced, and again if a signal stopped it: the signal is raised once the sync is done
-        (a second one gives up; the store's _committed then syncs outside the gate)."""
-        try:
-            return self._synced(ops)
-        except Exception:
-            raise
-        except BaseException:
-            if self._unsynced:
-                self._synced(ops)
-            raise
 
     def _synced(self, ops: list[int]) -> int:
         try:
