@@ -1,10 +1,11 @@
 """A committed change is on the disk before anyone is told of it, with one disk sync as a rule.
 
 A writing connection runs with synchronous=NORMAL and syncs the WAL itself right after each
-COMMIT (wal.WalFile), and the store's directory only the first time for a -wal file (a
-mark on the file says it was done); no reader begins a snapshot between the two: SQLite with synchronous=FULL synced the directory at every
-connection's first commit, two syncs for a command that commits one change. These tests watch
-the real system calls of real processes with strace, and the WAL's size over many processes.
+COMMIT (wal.WalFile), and the store's directory only the first time for a -wal file (a mark on
+the file says it was done); no reader begins a snapshot between the two. SQLite with
+synchronous=FULL synced the directory at every connection's first commit: two syncs for a
+command that commits one change. These tests watch the real system calls of real processes
+with strace, and the WAL's size over many processes.
 """
 
 import os
@@ -465,3 +466,25 @@ def test_paths_that_cannot_be_resolved_are_said_as_before(sw, how):
         (base / "loop2").symlink_to("loop1")
         ran = sw.process("--repo", "./loop1/", "op", "log", cwd=base)
         assert ran.error["code"] == "E_NOT_A_REPO" and ran.error["details"] == {"path": str(base / "loop1")}, ran.stdout
+
+
+def test_a_server_whose_sync_failed_writes_on_with_an_unbroken_chain(sw):
+    """`call --lines` keeps the store open across its lines. Its first write's sync fails (once,
+    injected): E_UNAVAILABLE sync_failed, the op committed. The next write, on the same
+    connection, links its op to that one, and the store passes its own check. (Written while
+    reading the change once more: it passed before the connection was made to forget its newest
+    op on such a failure too, since the chain reads the op before from the store where the
+    connection's own record is not of it.)"""
+    import json
+
+    build_golden_store(sw)  # ops 1-6
+    lines = "".join(json.dumps(line) + "\n" for line in [
+        {"tool": "op_revert", "arguments": {"after": 5}},  # not grouped: its own transaction (op 7)
+        {"tool": "ref_set", "arguments": {"name": "after", "target": "main", "create": True}},  # op 8
+    ])
+    reached = sw.tmp / "sync-reached"
+    ran = sw.process(*as_(sw, ALICE), "call", "--lines", input=lines, env={"SWARMCTL_FAULT": f"fail-sync:{reached}"})
+    first, second = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert first["error"]["details"]["reason"] == "sync_failed" and first["error"]["details"]["committed"] == [7], first
+    assert second["ok"] and second["result"]["op"] == 8, second
+    assert problems(sw.store) == []

@@ -365,7 +365,11 @@ class SqliteStore(Store):
             self.conn.execute("RELEASE call")
             self._grouped += 1
         else:
-            self._commit_synced([*self.committed, *([writer.op] if writer.op is not None else [])])
+            try:
+                self._commit_synced([*self.committed, *([writer.op] if writer.op is not None else [])])
+            except BaseException:  # committed or not, the next write reads the newest op again
+                self._forget_head()
+                raise
         if writer.op is not None:
             self._sealed_at = self._version
             # data_version does not change for this connection's own commits: the op it just
@@ -380,8 +384,8 @@ class SqliteStore(Store):
             self._synced(list(self.committed))
 
     def _commit_synced(self, ops: list[int]) -> None:
-        """COMMIT, and the commit on the disk before anyone reads it or is told of it (files.
-        WalFile); then the WAL folded into the database once it has grown past WAL_LIMIT."""
+        """COMMIT, and the commit on the disk before anyone reads it or is told of it
+        (wal.WalFile); then the WAL folded into the database once it has grown past WAL_LIMIT."""
         if not self._syncs_wal:
             self.conn.execute("COMMIT")
             return
